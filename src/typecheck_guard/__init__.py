@@ -1,0 +1,16 @@
+"""typecheck_guard: runtime typechecks for JAX code that run once, at trace time.
+
+Importing this package does not import jax, flax or equinox.
+"""
+
+from ._inspect import UnadaptedClass as UnadaptedClass, unadapted as unadapted
+from ._install import (
+    UnadaptedClassesWarning as UnadaptedClassesWarning,
+    install as install,
+    installed as installed,
+    uninstall as uninstall,
+)
+from ._register import register_dataclass as register_dataclass
+from ._unflatten import unflatten_safe as unflatten_safe
+
+__version__ = "0.1.0"

@@ -1,0 +1,147 @@
+"""Patch chex so that `chex.dataclass` classes registered from now on unflatten
+without calling `__post_init__`.
+
+chex already unflattens through `__new__`, but then calls `__post_init__` on every
+unflatten (`chex/_src/dataclass.py`, `_dataclass_unflatten`), and a typechecked
+`__post_init__` runs its check each time. We replace the module-level
+`register_dataclass_type_with_jax_tree_util`, which chex looks up at call time from
+`dataclass.__call__`, `__init__` and `__setstate__`, with one that registers the
+same flatten (sorted `__dict__`, `GetAttrKey` paths: keypaths and treedefs are
+unchanged) and a generated unflatten that restores the whole `__dict__` and stops.
+
+If chex is not imported yet, a meta-path finder patches `chex._src.dataclass` right
+after it is executed (the design of typeguard's `_importhook.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools as ft
+import importlib.abc
+import importlib.util
+import inspect
+import logging
+import sys
+from typing import Any
+
+from .._codegen import generate_dict_unflatten
+from .._errors import PRIVATE_API_CHANGED
+from .._versions import check, installed, spec
+
+_MODULE = "chex._src.dataclass"
+_logger = logging.getLogger(__name__)
+
+
+def _flatten(node: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    # Same output as chex's own `flatten` closure.
+    if node.__dict__:
+        return tuple(zip(*sorted(node.__dict__.items())))[::-1]  # type: ignore[return-value]
+    return ((), ())
+
+
+def _make_register(module: Any) -> Any:
+    from jax._src.tree_util import register_pytree_with_keys
+
+    from .._jaxcompat import registry
+    from .._register import _adapted, _lock
+
+    flatten_with_path = module._flatten_with_path
+
+    @ft.cache
+    def register_dataclass_type_with_jax_tree_util(data_class: type) -> None:
+        """typecheck_guard's replacement for chex's registration function."""
+        with _lock:
+            if data_class in registry():
+                _logger.info("%s is already registered as JAX PyTree node.", data_class)
+                return
+            register_pytree_with_keys(
+                nodetype=data_class,
+                flatten_with_keys=flatten_with_path,
+                flatten_func=_flatten,
+                unflatten_func=generate_dict_unflatten(data_class),
+            )
+            _adapted[data_class] = "chex.dataclass"
+
+    return register_dataclass_type_with_jax_tree_util
+
+
+def _check_shape(module: Any) -> None:
+    found = installed("chex") or "unknown"
+    check("chex", found)
+    problems = []
+    for name in ("register_dataclass_type_with_jax_tree_util", "_flatten_with_path"):
+        if not callable(getattr(module, name, None)):
+            problems.append(f"{_MODULE}.{name}")
+    unflatten = getattr(module, "_dataclass_unflatten", None)
+    if unflatten is None or tuple(inspect.signature(unflatten).parameters) != (
+        "dcls",
+        "keys",
+        "values",
+    ):
+        problems.append(f"{_MODULE}._dataclass_unflatten(dcls, keys, values)")
+    if problems:
+        raise RuntimeError(
+            PRIVATE_API_CHANGED.format(
+                what=", ".join(problems),
+                package="chex",
+                found=found,
+                supported=spec("chex"),
+            )
+        )
+
+
+def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
+    _check_shape(module)
+    original = module.register_dataclass_type_with_jax_tree_util
+    module.register_dataclass_type_with_jax_tree_util = _make_register(module)
+    stack.callback(setattr, module, "register_dataclass_type_with_jax_tree_util", original)
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader, stack: contextlib.ExitStack):
+        self._inner = inner
+        self._stack = stack
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):  # type: ignore[no-untyped-def]
+        self._inner.exec_module(module)
+        _patch_module(module, self._stack)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, stack: contextlib.ExitStack):
+        self._stack = stack
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname != _MODULE:
+            return None
+        # Ask the finders after us, then wrap the loader they found.
+        index = sys.meta_path.index(self) if self in sys.meta_path else -1
+        for finder in sys.meta_path[index + 1 :]:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, self._stack)
+                return spec
+        return None
+
+
+def patch(stack: contextlib.ExitStack) -> None:
+    module = sys.modules.get(_MODULE)
+    if module is not None:
+        _patch_module(module, stack)
+        return
+    found = installed("chex")
+    if found is None:
+        return
+    check("chex", found)
+    finder = _Finder(stack)
+    sys.meta_path.insert(0, finder)
+    stack.callback(_remove_finder, finder)
+
+
+def _remove_finder(finder: _Finder) -> None:
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)

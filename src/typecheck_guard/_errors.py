@@ -1,0 +1,76 @@
+"""Messages for misuse. Each names the user's class or argument and says what to
+write instead (Equinox keeps its long messages as module constants the same way)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+NOT_A_CLASS: Final = (
+    "typecheck_guard.register_dataclass expects a class, got {obj!r}. Write\n"
+    "\n"
+    "    @typecheck_guard.register_dataclass\n"
+    "    @dataclasses.dataclass\n"
+    "    class {name}:\n"
+    "        ...\n"
+)
+
+NOT_A_DATACLASS: Final = (
+    "typecheck_guard.register_dataclass: {cls} is not a dataclass, so its fields can't "
+    "be inferred. Decorate it with @dataclasses.dataclass (under "
+    "@typecheck_guard.register_dataclass), or pass both data_fields=[...] and "
+    "meta_fields=[...]."
+)
+
+ONE_OF_FIELDS: Final = (
+    "typecheck_guard.register_dataclass({cls}): data_fields and meta_fields must both "
+    "be given, or neither (to infer them from the dataclass fields). Got "
+    "data_fields={data_fields!r}, meta_fields={meta_fields!r}. Add {missing}=[...]."
+)
+
+FIELD_MISMATCH: Final = (
+    "typecheck_guard.register_dataclass({cls}): data_fields and meta_fields must list "
+    "every dataclass field with init=True, and only those.{details}"
+)
+
+UNKNOWN_DROP: Final = (
+    "typecheck_guard.register_dataclass({cls}): drop_fields names {names}, which "
+    "{verb} not a field of {cls}. Its fields are: {fields}."
+)
+
+OVERLAP: Final = (
+    "typecheck_guard.register_dataclass({cls}): {names} {verb} listed in both "
+    "data_fields and meta_fields; a field is one or the other."
+)
+
+NO_RESTORE: Final = (
+    "typecheck_guard.register_dataclass({cls}): field {name!r} is not flattened "
+    "({why}) and has no default, so unflattening through __new__ cannot restore it "
+    "(JAX's own registration would call __init__ to rebuild it). Give it a default, "
+    "e.g. `{name}: ... = dataclasses.field(init=False, default=...)`, or compute it "
+    "lazily with functools.cached_property."
+)
+
+ALREADY_REGISTERED: Final = (
+    "{cls} is already registered as a JAX pytree node{by}, and JAX cannot register a "
+    "class twice. Keep a single registration: remove the other decorator (or "
+    "register_pytree_node call) and keep @typecheck_guard.register_dataclass."
+)
+
+NOT_CALLABLE: Final = (
+    "typecheck_guard.unflatten_safe expects a function or a jitted callable, got "
+    "{obj!r} of type {type}. Write `with typecheck_guard.unflatten_safe(): ...`, "
+    "`@typecheck_guard.unflatten_safe` above a function, or "
+    "`typecheck_guard.unflatten_safe(jax.jit(step))`."
+)
+
+UNSUPPORTED_VERSION: Final = (
+    "typecheck_guard supports {package} {supported}, but {package} {found} is "
+    "installed. Install a supported version (pip install '{package}{supported}')."
+)
+
+PRIVATE_API_CHANGED: Final = (
+    "typecheck_guard relies on {what}, which has changed in {package} {found} "
+    "(supported: {package} {supported}). Refusing to patch it rather than risk "
+    "checking nothing: pin '{package}{supported}', or report this at the "
+    "typecheck_guard issue tracker."
+)

@@ -1,0 +1,100 @@
+"""`install()` / `uninstall()`: every patch we make, kept in one `ExitStack` so that
+it can be undone exactly (the design of chex's `fake.py`)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Callable
+
+__all__ = ["install", "installed", "uninstall", "UnadaptedClassesWarning"]
+
+
+class UnadaptedClassesWarning(UserWarning):
+    """`install()` found registered classes that still run a typecheck on unflatten."""
+
+
+_lock = threading.RLock()
+_stack: contextlib.ExitStack | None = None
+
+# Extra parts of `install()` contributed by other modules: name -> start(stack).
+_parts: dict[str, Callable[[contextlib.ExitStack], None]] = {}
+
+
+def installed() -> bool:
+    """Whether `typecheck_guard.install()` is in effect."""
+    return _stack is not None
+
+
+def install() -> None:
+    """Make typechecked pytree classes unflatten without re-running their checks.
+
+    After this, every class registered through `jax.tree_util.register_dataclass`,
+    `flax.struct.dataclass`, a `flax.struct.PyTreeNode` subclass (including
+    subclasses of `flax.training.train_state.TrainState`) and `chex.dataclass` is
+    registered with generated flatten/unflatten functions that build instances with
+    `object.__new__`: unflattening (after every jitted call, in `tree_map`, ...) never
+    calls `__init__` or `__post_init__`, so no check runs. Constructions are checked
+    exactly as before. Works whether flax and chex are imported before or after.
+
+    Classes registered before `install()` are left as they were: see
+    `typecheck_guard.unadapted()`, and `typecheck_guard.unflatten_safe` for them.
+
+    Idempotent. Undo with `typecheck_guard.uninstall()`.
+
+    !!! Example
+
+        ```python
+        import typecheck_guard
+        typecheck_guard.install()  # first thing, before your classes are defined
+        ```
+    """
+    global _stack
+    with _lock:
+        if _stack is not None:
+            return
+        from ._adapters import _chex, _jax
+
+        stack = contextlib.ExitStack()
+        try:
+            _jax.patch(stack)
+            _chex.patch(stack)
+            for start in _parts.values():
+                start(stack)
+        except BaseException:
+            stack.close()
+            raise
+        _stack = stack
+    from ._inspect import unadapted
+
+    left = unadapted()
+    if left:
+        names = ", ".join(r.cls.__qualname__ for r in left[:5])
+        more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+        warnings.warn(
+            f"typecheck_guard.install(): {len(left)} pytree class(es) registered "
+            f"before install() still run their typecheck on every unflatten: "
+            f"{names}{more}. Define them after install(), or wrap the jitted "
+            "functions that return them in typecheck_guard.unflatten_safe(...); "
+            "typecheck_guard.unadapted() lists them.",
+            UnadaptedClassesWarning,
+            stacklevel=2,
+        )
+
+
+def uninstall() -> None:
+    """Undo `install()`: every patched function is put back exactly as it was, and
+    every method `unflatten_safe` guarded is restored.
+
+    Classes adapted while installed stay registered with their `__new__`-based
+    functions: JAX has no way to unregister a pytree node.
+    """
+    global _stack
+    with _lock:
+        from ._unflatten import unguard_all
+
+        if _stack is not None:
+            stack, _stack = _stack, None
+            stack.close()
+        unguard_all()

@@ -1,0 +1,87 @@
+"""An exact cache of typecheck verdicts for constructions, keyed by everything the
+verdict depends on.
+
+A check on `__init__(self, **fields)` reads each argument's type and, for arrays,
+shape and dtype (jaxtyping), plus the values of non-array leaves (`Literal`, `int`
+vs `bool`, ...). The key is the treedef of the arguments (which holds every pytree
+node's type and auxiliary data) and, per leaf, its type with its abstract value
+(shape, dtype, weak type) for arrays, or the leaf itself for hashable leaves.
+Anything else (an unhashable leaf, a tracer) makes the call uncacheable: it is
+checked every time. Only passing verdicts are stored; a failure is never cached, so
+a bad construction raises every time.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools as ft
+from typing import Any
+
+__all__ = ["VerdictCache", "signature"]
+
+
+@ft.cache
+def _leaf_tools() -> tuple[Any, Any, Any]:
+    import jax
+    import numpy as np
+    from jax._src.array import ArrayImpl
+
+    return jax.tree_util.tree_flatten, ArrayImpl, np.ndarray
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _leaf_key(leaf: Any, array_type: Any, ndarray: Any) -> Any:
+    t = type(leaf)
+    if t is array_type:
+        return (t, leaf.aval)
+    if t is ndarray:
+        return (t, leaf.shape, leaf.dtype)
+    try:
+        hash(leaf)
+    except TypeError:
+        raise _Uncacheable from None
+    if hasattr(leaf, "aval"):  # tracers and other array-likes: checked every time
+        raise _Uncacheable
+    return (t, leaf)
+
+
+def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The cache key of one call, or `None` when the call can't be cached."""
+    tree_flatten, array_type, ndarray = _leaf_tools()
+    leaves, treedef = tree_flatten((args, kwargs))
+    try:
+        key = (treedef, tuple([_leaf_key(x, array_type, ndarray) for x in leaves]))
+        hash(key)
+    except (_Uncacheable, TypeError):
+        return None
+    return key
+
+
+class VerdictCache:
+    """A bounded LRU set of keys whose check passed."""
+
+    def __init__(self, maxsize: int = 256):
+        self.maxsize = maxsize
+        self._keys: collections.OrderedDict[Any, None] = collections.OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __contains__(self, key: Any) -> bool:
+        try:
+            self._keys.move_to_end(key)
+        except KeyError:
+            self.misses += 1
+            return False
+        self.hits += 1
+        return True
+
+    def add(self, key: Any) -> None:
+        self._keys[key] = None
+        if len(self._keys) > self.maxsize:
+            self._keys.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._keys)
