@@ -156,12 +156,17 @@ def _guard_class(cls: type, methods: tuple[str, ...]) -> None:
         _guards[(owner, name)] = original
 
 
+_registry: dict[type, Any] | None = None
+
+
 def _sync() -> None:
     """Guard the classes registered since we last looked. O(1) when none were."""
-    global _seen, _library_prefixes
-    from ._jaxcompat import registry
+    global _seen, _library_prefixes, _registry
+    reg = _registry
+    if reg is None:
+        from ._jaxcompat import registry
 
-    reg = registry()
+        reg = _registry = registry()
     if len(reg) == _seen:
         return
     from ._inspect import describe
