@@ -13,3 +13,48 @@ def run_cached(step: Any, state: Any, n: int = 20) -> Any:
     for _ in range(n):
         state = step(state)
     return jax.block_until_ready(state)
+
+
+class Counter:
+    """A counting typechecker usable by name from import hooks
+    (`jaxtyping.install_import_hook(..., "helpers.counted_beartype")`)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, fn: Any) -> Any:
+        import functools as ft
+
+        from beartype import beartype
+
+        checked = beartype(fn)
+
+        @ft.wraps(checked)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return checked(*args, **kwargs)
+
+        return counted
+
+
+counted_beartype = Counter()
+
+
+def count_beartype_calls(fn: Any, *args: Any) -> int:
+    """How many beartype-generated wrappers ran during `fn(*args)`, for code that
+    beartype decorated by itself (`beartype.claw`), where we can't wrap the checker."""
+    import sys
+
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename.startswith("<@beartype("):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return calls

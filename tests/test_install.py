@@ -370,3 +370,37 @@ def test_generated_code_shows_its_source(installed):
     unflatten = _registry[Shown].from_iter
     assert unflatten.__code__.co_filename == "<generated_unflatten_test_generated_code_shows_its_source.<locals>.Shown>"
     assert "d['x']" in unflatten.__source__
+
+
+def test_non_dataclass_init_deriving_state_is_left_to_jax(installed):
+    class Derived:
+        def __init__(self, a, b):
+            self.a = a
+            self.b = b
+            self.total = a + b
+
+    jax.tree_util.register_dataclass(Derived, data_fields=["a", "b"], meta_fields=[])
+    assert typecheck_guard._register.adapted_how(Derived) is None
+    assert "total" in typecheck_guard._register.refused_why(Derived)
+    d = jax.tree.map(lambda v: v * 2, Derived(jnp.ones(()), jnp.ones(())))
+    assert float(d.total) == 4.0
+
+    class Plain:
+        def __init__(self, a, b):
+            self.a = a
+            self.b = b
+
+    jax.tree_util.register_dataclass(Plain, data_fields=["a"], meta_fields=["b"])
+    assert typecheck_guard._register.adapted_how(Plain) == "jax.tree_util.register_dataclass"
+
+
+def test_post_init_setting_registered_fields_is_adapted(installed):
+    @dataclasses.dataclass
+    class Normalised:
+        x: jax.Array
+
+        def __post_init__(self):
+            self.x = jnp.asarray(self.x)
+
+    jax.tree_util.register_dataclass(Normalised)
+    assert typecheck_guard._register.adapted_how(Normalised) is not None

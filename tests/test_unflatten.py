@@ -304,3 +304,25 @@ def test_cost_does_not_depend_on_stack_depth(typecheck, monkeypatch):
         return deep(n - 1)
 
     deep(200)
+
+
+def test_checked_post_init_behind_unchecked_init(typecheck):
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class P:
+        x: jax.Array
+
+        @jaxtyped(typechecker=typecheck)
+        def __post_init__(self) -> None:
+            pass
+
+    step = jax.jit(lambda p: P(p.x + 1))
+    guarded = typecheck_guard.unflatten_safe(step)
+    p = guarded(P(jnp.ones(2)))
+    typecheck.reset()
+    run_cached(guarded, p, 20)
+    assert typecheck.calls == 0
+    P(jnp.ones(2))
+    assert typecheck.calls > 0

@@ -245,23 +245,49 @@ def register_dataclass(
     return nodetype
 
 
-def post_init_assigns(cls: type) -> bool:
-    """Whether `cls.__post_init__` (its innermost function) sets attributes.
+def _innermost(fn: Any) -> Any:
+    while getattr(fn, "__wrapped__", None) is not None:
+        fn = fn.__wrapped__
+    return fn
 
-    Such a `__post_init__` derives state that JAX's own unflatten rebuilds by calling
-    `__init__`; skipping it would lose that state, so `install()` leaves such classes
-    to JAX. This reads the code's names: a helper that sets attributes on the
-    instance's behalf is not seen.
+
+def _stored_attributes(fn: Any) -> tuple[set[str], bool]:
+    """The attribute names `fn` stores with `obj.name = ...`, and whether it also sets
+    attributes in ways we can't name (`setattr`, `object.__setattr__`, `__dict__`)."""
+    import dis
+
+    code = getattr(_innermost(fn), "__code__", None)
+    if code is None:
+        return set(), False
+    stored = {
+        ins.argval for ins in dis.get_instructions(code) if ins.opname == "STORE_ATTR"
+    }
+    opaque = bool({"__setattr__", "setattr", "__dict__"} & set(code.co_names))
+    return stored, opaque
+
+
+def derives_state(cls: type, registered: set[str]) -> str | None:
+    """Why unflattening `cls` through `__new__` could lose state, or `None`.
+
+    JAX's own unflatten calls `cls(**fields)`, which runs `__init__` and, for a
+    dataclass, `__post_init__`. If either sets attributes other than the registered
+    fields, that state is rebuilt by JAX and would be lost by us, so `install()`
+    leaves such classes to JAX. This reads the methods' bytecode: a helper function
+    that sets attributes on the instance's behalf is not seen.
     """
-    fn = getattr(cls, "__post_init__", None)
-    while fn is not None:
-        code = getattr(fn, "__code__", None)
-        if code is not None and {"__setattr__", "setattr", "__dict__"} & set(
-            code.co_names
-        ):
-            return True
-        fn = getattr(fn, "__wrapped__", None)
-    return False
+    methods = ["__post_init__"]
+    if not dataclasses.is_dataclass(cls):
+        methods.insert(0, "__init__")
+    for name in methods:
+        fn = getattr(cls, name, None)
+        if fn is None or fn is object.__init__:
+            continue
+        stored, opaque = _stored_attributes(fn)
+        extra = stored - registered
+        if opaque or extra:
+            what = ", ".join(sorted(extra)) if extra and not opaque else "attributes"
+            return f"its {name} sets {what}, which JAX rebuilds by calling it"
+    return None
 
 
 def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
@@ -287,8 +313,10 @@ def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
                 f"field {field_name!r} ({why}) has no default; JAX rebuilds it by "
                 "calling __init__"
             )
-        elif post_init_assigns(nodetype):
-            reason = "its __post_init__ sets attributes, which JAX rebuilds by calling it"
+        else:
+            reason = derives_state(
+                nodetype, {*p.data_fields, *p.meta_fields, *p.restore}
+            )
         if reason is None:
             with _lock:
                 from ._jaxcompat import registry

@@ -146,9 +146,16 @@ def _guard_class(cls: type, methods: tuple[str, ...]) -> None:
             continue
         original = vars(owner)[name]
         layers = peel(original)
-        if layers.unchecked is None:
+        if not layers.checkers:
+            # An unchecked `__init__` still gets a guard when the `__post_init__` it
+            # calls is checked: judging the call once, at the entry point, is O(1);
+            # judging it inside would mean a verdict lookup on the whole instance.
+            unchecked = original
+        elif layers.unchecked is None:
             continue
-        guard = _make_guard(owner, name, original, layers.unchecked)
+        else:
+            unchecked = layers.unchecked
+        guard = _make_guard(owner, name, original, unchecked)
         try:
             setattr(owner, name, guard)
         except (TypeError, AttributeError):
@@ -169,7 +176,7 @@ def _sync() -> None:
         reg = _registry = registry()
     if len(reg) == _seen:
         return
-    from ._inspect import describe
+    from ._inspect import calls_on_unflatten, describe
 
     with _lock:
         if not _library_prefixes:
@@ -188,7 +195,7 @@ def _sync() -> None:
             code = _code_of(getattr(entry, "from_iter", None))
             if code is not None:
                 _unflatten_codes.add(code)
-            _guard_class(cls, record.checked)
+            _guard_class(cls, calls_on_unflatten(record.registration))
         _seen = len(items)
 
 
