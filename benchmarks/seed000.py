@@ -50,7 +50,9 @@ def make_node():
 
 
 def step_fn(s):
-    return s.replace(params=jax.tree.map(lambda p: p * 0.999, s.params), step=s.step + 1)
+    return s.replace(
+        params=jax.tree.map(lambda p: p * 0.999, s.params), step=s.step + 1
+    )
 
 
 def timed(fn, state, calls):
@@ -114,7 +116,9 @@ def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
     return {name: statistics.median(r) for name, r in ratios.items()}
 
 
-def flatten_unflatten_ratio(leaves: int, rounds: int, reps: int = 2000) -> dict[str, float]:
+def flatten_unflatten_ratio(
+    leaves: int, rounds: int, reps: int = 2000
+) -> dict[str, float]:
     """Adapted (Python, generated) vs JAX's C++ dataclass node, both unchecked."""
 
     def make(register):
@@ -129,13 +133,23 @@ def flatten_unflatten_ratio(leaves: int, rounds: int, reps: int = 2000) -> dict[
         return S
 
     out = {}
-    for label, n in (("4 fields, 3 leaves", 1), (f"4 fields, {leaves + 2} leaves", leaves)):
-        value = dict(a=jnp.ones(2), b=jnp.ones(2), params={f"w{i}": jnp.ones(2) for i in range(n)})
+    for label, n in (
+        ("4 fields, 3 leaves", 1),
+        (f"4 fields, {leaves + 2} leaves", leaves),
+    ):
+        value = dict(
+            a=jnp.ones(2),
+            b=jnp.ones(2),
+            params={f"w{i}": jnp.ones(2) for i in range(n)},
+        )
         theirs = make(jax.tree_util.register_dataclass)(**value)
         ours = make(typecheck_guard.register_dataclass)(**value)
 
         def round_trip(x, reps=reps):
-            flatten, unflatten = jax.tree_util.tree_flatten, jax.tree_util.tree_unflatten
+            flatten, unflatten = (
+                jax.tree_util.tree_flatten,
+                jax.tree_util.tree_unflatten,
+            )
             start = time.perf_counter()
             for _ in range(reps):
                 leaves_, treedef = flatten(x)
@@ -164,7 +178,9 @@ def main() -> None:
     for name, ratio in run(args.leaves, args.rounds, args.calls).items():
         print(f"{name:<24} {ratio:>27.2f}x")
     print()
-    print("flatten + unflatten, adapted class / JAX's C++ register_dataclass (unchecked)")
+    print(
+        "flatten + unflatten, adapted class / JAX's C++ register_dataclass (unchecked)"
+    )
     for label, ratio in flatten_unflatten_ratio(args.leaves, args.rounds).items():
         print(f"{label:<24} {ratio:>27.2f}x")
     typecheck_guard.uninstall()

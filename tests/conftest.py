@@ -18,7 +18,9 @@ import pytest
 class Checker:
     """A real typechecker (beartype or typeguard) that counts the checks it runs."""
 
-    def __init__(self, name: str, decorate: Callable[[Any], Any], errors: tuple[type, ...]):
+    def __init__(
+        self, name: str, decorate: Callable[[Any], Any], errors: tuple[type, ...]
+    ):
         self.name = name
         self._decorate = decorate
         self.errors = errors
@@ -47,7 +49,9 @@ def _beartype() -> Checker:
     import jaxtyping
 
     return Checker(
-        "beartype", beartype.beartype, (jaxtyping.TypeCheckError, beartype.roar.BeartypeException)
+        "beartype",
+        beartype.beartype,
+        (jaxtyping.TypeCheckError, beartype.roar.BeartypeException),
     )
 
 

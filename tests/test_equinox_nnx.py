@@ -25,7 +25,7 @@ def _module(typecheck):
 def _nnx_pytree(typecheck):
     class Params(nnx.Pytree):
         @jaxtyped(typechecker=typecheck)
-        def __init__(self, w: Float[Array, "n"]):
+        def __init__(self, w: Float[Array, " n"]):
             self.w = nnx.data(w) if hasattr(nnx, "data") else w
 
     return Params

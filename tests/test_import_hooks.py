@@ -25,8 +25,8 @@ SOURCE = textwrap.dedent(
 
     @struct.dataclass
     class State:
-        x: Float[Array, "n"]
-        y: Float[Array, "n"]
+        x: Float[Array, " n"]
+        y: Float[Array, " n"]
 
     @jax.jit
     def step(s):
@@ -85,7 +85,9 @@ def test_beartype_claw(tmp_path, monkeypatch, request, with_install):
         state = mod.step(mod.State(jnp.ones(3), jnp.ones(3)))
         with pytest.raises(BeartypeException):
             mod.State(jnp.ones(3), jnp.ones((3, 3)))
-        assert count_beartype_calls(_loop, mod.step, state) == (0 if with_install else 10)
+        assert count_beartype_calls(_loop, mod.step, state) == (
+            0 if with_install else 10
+        )
         guarded = typecheck_guard.unflatten_safe(mod.step)
         guarded(state)
         assert count_beartype_calls(_loop, guarded, state) == 0

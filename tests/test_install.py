@@ -42,7 +42,9 @@ def test_seed_node_runs_no_check_per_call(installed, typecheck):
 
     @jax.jit
     def step(s):
-        return s.replace(params=jax.tree.map(lambda p: p * 0.5, s.params), step=s.step + 1)
+        return s.replace(
+            params=jax.tree.map(lambda p: p * 0.5, s.params), step=s.step + 1
+        )
 
     state = step(Node(_params(), jnp.zeros(())))
     typecheck.reset()
@@ -123,8 +125,8 @@ def test_register_dataclass_decorator(typecheck):
     @jaxtyped(typechecker=typecheck)
     @dataclasses.dataclass(frozen=True)
     class Pair:
-        a: Float[Array, "n"]
-        b: Float[Array, "n"]
+        a: Float[Array, " n"]
+        b: Float[Array, " n"]
         tag: str = dataclasses.field(default="p", metadata=dict(static=True))
 
     @jax.jit
@@ -195,7 +197,9 @@ def test_keypaths_and_treedef_match_jax():
 
 
 def test_dropped_and_init_false_fields_get_defaults():
-    @typecheck_guard.register_dataclass(data_fields=["x"], meta_fields=[], drop_fields=["d"])
+    @typecheck_guard.register_dataclass(
+        data_fields=["x"], meta_fields=[], drop_fields=["d"]
+    )
     @dataclasses.dataclass
     class S:
         x: jax.Array
@@ -368,7 +372,10 @@ def test_generated_code_shows_its_source(installed):
     from jax._src.tree_util import _registry
 
     unflatten = _registry[Shown].from_iter
-    assert unflatten.__code__.co_filename == "<generated_unflatten_test_generated_code_shows_its_source.<locals>.Shown>"
+    assert (
+        unflatten.__code__.co_filename
+        == "<generated_unflatten_test_generated_code_shows_its_source.<locals>.Shown>"
+    )
     assert "d['x']" in unflatten.__source__
 
 
@@ -391,7 +398,10 @@ def test_non_dataclass_init_deriving_state_is_left_to_jax(installed):
             self.b = b
 
     jax.tree_util.register_dataclass(Plain, data_fields=["a"], meta_fields=["b"])
-    assert typecheck_guard._register.adapted_how(Plain) == "jax.tree_util.register_dataclass"
+    assert (
+        typecheck_guard._register.adapted_how(Plain)
+        == "jax.tree_util.register_dataclass"
+    )
 
 
 def test_post_init_setting_registered_fields_is_adapted(installed):
@@ -404,3 +414,25 @@ def test_post_init_setting_registered_fields_is_adapted(installed):
 
     jax.tree_util.register_dataclass(Normalised)
     assert typecheck_guard._register.adapted_how(Normalised) is not None
+
+
+def test_flax_imported_after_install():
+    import subprocess
+    import sys
+
+    code = (
+        "import typecheck_guard, sys\n"
+        "typecheck_guard.install()\n"
+        "assert 'flax' not in sys.modules\n"
+        "from flax import struct\n"
+        "from flax.training import train_state\n"
+        "@struct.dataclass\n"
+        "class S:\n"
+        "    x: int\n"
+        "class T(train_state.TrainState):\n"
+        "    extra: int = 0\n"
+        "print(typecheck_guard._register.adapted_how(S), typecheck_guard._register.adapted_how(T))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["flax.struct.dataclass", "flax.struct.dataclass"]

@@ -21,7 +21,7 @@ def _custom_node(typecheck):
     @jax.tree_util.register_pytree_node_class
     class Custom:
         @jaxtyped(typechecker=typecheck)
-        def __init__(self, x: Float[Array, "n"], scale: float):
+        def __init__(self, x: Float[Array, " n"], scale: float):
             self.x = x
             self.scale = scale
 
@@ -39,8 +39,8 @@ def _struct(typecheck):
     @jaxtyped(typechecker=typecheck)
     @struct.dataclass
     class Early:
-        x: Float[Array, "n"]
-        y: Float[Array, "n"]
+        x: Float[Array, " n"]
+        y: Float[Array, " n"]
 
     return Early
 
@@ -106,7 +106,9 @@ def test_decorated_loop(kind, typecheck):
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_constructions_still_checked(kind, typecheck):
     cls, step, value = _make(kind, typecheck)
-    bad_args = (jnp.ones((2, 2)), 0.5) if kind == "custom" else (jnp.ones(3), jnp.ones(4))
+    bad_args = (
+        (jnp.ones((2, 2)), 0.5) if kind == "custom" else (jnp.ones(3), jnp.ones(4))
+    )
     guarded = typecheck_guard.unflatten_safe(step)
     guarded(value)
     with typecheck_guard.unflatten_safe():
@@ -326,3 +328,66 @@ def test_checked_post_init_behind_unchecked_init(typecheck):
     assert typecheck.calls == 0
     P(jnp.ones(2))
     assert typecheck.calls > 0
+
+
+def test_pmap(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Batched:
+        x: Float[Array, "*d n"]
+        y: Float[Array, "*d n"]
+
+    value = Batched(jnp.ones((1, 3)), jnp.ones((1, 3)))
+    # The traced step sees (n,) leaves, the caller (1, n) ones.
+    step = jax.pmap(lambda s: jax.tree.map(lambda v: v + 1, s))
+    guarded = typecheck_guard.unflatten_safe(step)
+    # The first output's sharding differs from the input's: the second call
+    # retraces (checked, at trace time); from the third on, calls are cache hits.
+    state = guarded(guarded(value))
+    typecheck.reset()
+    run_cached(guarded, state, 10)
+    assert typecheck.calls == 0
+
+
+def test_class_defined_before_install_under_unflatten_safe(typecheck, request):
+    Early = _struct(typecheck)
+    request.getfixturevalue("installed")
+    assert typecheck_guard._register.adapted_how(Early) is None
+    step = jax.jit(_step_struct)
+    guarded = typecheck_guard.unflatten_safe(step)
+    state = guarded(Early(jnp.ones(3), jnp.ones(3)))
+    typecheck.reset()
+    run_cached(guarded, state, 20)
+    assert typecheck.calls == 0
+    with pytest.raises(typecheck.errors):
+        Early(jnp.ones(3), jnp.ones(2))
+
+    @jax.jit
+    def bad(s):
+        return Early(s.x, jnp.ones(2))
+
+    with pytest.raises(typecheck.errors):
+        typecheck_guard.unflatten_safe(bad)(state)
+
+
+@pytest.mark.parametrize("jit", ["eqx.filter_jit", "nnx.jit"])
+def test_filter_jit_and_nnx_jit_need_install(jit, typecheck, request):
+    # eqx.filter_jit partitions its outputs with `tree_map(is_array, out)`, and
+    # nnx.jit clears non-graph nodes with a `tree_map` too: both rebuild every node
+    # with placeholder leaves (bools, None), which a typechecked `__init__` rejects
+    # at trace time, with or without unflatten_safe (that is a construction while
+    # tracing). Adapted classes never call `__init__` on unflatten, so they work.
+    import equinox as eqx
+    from flax import nnx
+
+    wrap = {"eqx.filter_jit": eqx.filter_jit, "nnx.jit": nnx.jit}[jit]
+    Early = _struct(typecheck)
+    with pytest.raises(typecheck.errors):
+        wrap(_step_struct)(Early(jnp.ones(3), jnp.ones(3)))
+    request.getfixturevalue("installed")
+    Adapted = _struct(typecheck)
+    step = wrap(_step_struct)
+    state = step(Adapted(jnp.ones(3), jnp.ones(3)))
+    typecheck.reset()
+    run_cached(step, state, 10)
+    assert typecheck.calls == 0

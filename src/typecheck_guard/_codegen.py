@@ -85,10 +85,7 @@ def generate_dataclass_functions(
     namespace: dict[str, Any] = {"_cls": cls, "_new": _new_for(cls)}
     getters_data = "".join(f"node.{n}, " for n in data_fields)
     getters_meta = "".join(f"node.{n}, " for n in meta_fields)
-    flatten_src = (
-        "def flatten(node):\n"
-        f"    return ({getters_data}), ({getters_meta})\n"
-    )
+    flatten_src = f"def flatten(node):\n    return ({getters_data}), ({getters_meta})\n"
     keyed = []
     for i, name in enumerate(data_fields):
         namespace[f"_key{i}"] = GetAttrKey(name)
@@ -117,7 +114,7 @@ def generate_dataclass_functions(
             if targets:
                 tmp = [f"_v{i}" for i in range(len(targets))]
                 lines.append(f"    {', '.join(tmp)}, = {source}")
-                for name, var in zip(targets, tmp):
+                for name, var in zip(targets, tmp, strict=True):
                     lines.append(f"    _setattr(node, {name!r}, {var})")
 
         def assign_one(name: str, expr: str) -> None:
@@ -142,7 +139,9 @@ def generate_dataclass_functions(
     )
 
 
-def generate_dict_unflatten(cls: type) -> Callable[[tuple[str, ...], Sequence[Any]], Any]:
+def generate_dict_unflatten(
+    cls: type,
+) -> Callable[[tuple[str, ...], Sequence[Any]], Any]:
     """Unflatten for classes flattened as their sorted `__dict__` (chex dataclasses):
     the auxiliary data is the tuple of attribute names."""
     source = (
@@ -156,4 +155,6 @@ def generate_dict_unflatten(cls: type) -> Callable[[tuple[str, ...], Sequence[An
 
 def is_generated(fn: Any) -> bool:
     code = getattr(fn, "__code__", None)
-    return isinstance(code, types.CodeType) and code.co_filename.startswith("<generated_")
+    return isinstance(code, types.CodeType) and code.co_filename.startswith(
+        "<generated_"
+    )

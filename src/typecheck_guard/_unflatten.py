@@ -212,7 +212,9 @@ def unguard_all() -> None:
 
 def _enter(dispatch: bool) -> None:
     parent = _state.get()
-    _state.set(_State(dispatch or (parent is not None and parent.dispatch), False, parent))
+    _state.set(
+        _State(dispatch or (parent is not None and parent.dispatch), False, parent)
+    )
 
 
 def _exit() -> None:

@@ -35,7 +35,7 @@ _logger = logging.getLogger(__name__)
 def _flatten(node: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
     # Same output as chex's own `flatten` closure.
     if node.__dict__:
-        return tuple(zip(*sorted(node.__dict__.items())))[::-1]  # type: ignore[return-value]
+        return tuple(zip(*sorted(node.__dict__.items()), strict=True))[::-1]  # type: ignore[return-value]
     return ((), ())
 
 
@@ -94,7 +94,9 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
     _check_shape(module)
     original = module.register_dataclass_type_with_jax_tree_util
     module.register_dataclass_type_with_jax_tree_util = _make_register(module)
-    stack.callback(setattr, module, "register_dataclass_type_with_jax_tree_util", original)
+    stack.callback(
+        setattr, module, "register_dataclass_type_with_jax_tree_util", original
+    )
 
 
 class _Loader(importlib.abc.Loader):

@@ -31,5 +31,7 @@ def patch(stack: contextlib.ExitStack) -> None:
                 supported=spec("jax"),
             )
         )
-    jax.tree_util.register_dataclass = install_route(original, "jax.tree_util.register_dataclass")
+    jax.tree_util.register_dataclass = install_route(
+        original, "jax.tree_util.register_dataclass"
+    )
     stack.callback(setattr, jax.tree_util, "register_dataclass", original)
