@@ -95,7 +95,7 @@ def _typeguard4_suppressed(fn: Callable[..., Any]) -> Callable[..., Any]:
     # per-thread switch), so for the microseconds this call lasts, instrumented code
     # in other threads is not checked either. We accept that for typeguard 4 only;
     # jaxtyping, beartype and typeguard 2 are skipped per call, with no global state.
-    from typeguard import suppress_type_checks
+    from typeguard import suppress_type_checks  # pyright: ignore  (typeguard>=4)
 
     def unchecked(*args: Any, **kwargs: Any) -> Any:
         with suppress_type_checks():

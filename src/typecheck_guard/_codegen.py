@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import linecache
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 __all__ = ["GeneratedFunctions", "Restore", "generate_dataclass_functions"]
@@ -28,7 +28,7 @@ class Restore(NamedTuple):
 class GeneratedFunctions(NamedTuple):
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     flatten_with_keys: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
-    unflatten: Callable[[tuple[Any, ...], Sequence[Any]], Any]
+    unflatten: Callable[[tuple[Any, ...], Iterable[Any]], Any]
 
 
 def _compile(name: str, cls: type, source: str, namespace: dict[str, Any]):
@@ -60,7 +60,7 @@ def _writes_through_dict(cls: type, names: Sequence[str]) -> bool:
     return True
 
 
-def _new_for(cls: type) -> Callable[[type], Any]:
+def _new_for(cls: type) -> Callable[..., Any]:
     # `object.__new__` skips any custom `__new__` logic, like `__init__`; we only use
     # the class's own `__new__` when object's would be refused (e.g. builtin bases).
     return object.__new__ if cls.__new__ is object.__new__ else cls.__new__
@@ -141,7 +141,7 @@ def generate_dataclass_functions(
 
 def generate_dict_unflatten(
     cls: type,
-) -> Callable[[tuple[str, ...], Sequence[Any]], Any]:
+) -> Callable[[tuple[str, ...], Iterable[Any]], Any]:
     """Unflatten for classes flattened as their sorted `__dict__` (chex dataclasses):
     the auxiliary data is the tuple of attribute names."""
     source = (
