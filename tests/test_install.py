@@ -436,3 +436,31 @@ def test_flax_imported_after_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["flax.struct.dataclass", "flax.struct.dataclass"]
+
+
+def test_seed_000_verbatim(installed, typecheck):
+    # The repro from the jaxtyping issue (seed 000), with its return annotation
+    # corrected (`-> Node`; current jaxtyping rejects the original `-> Array`).
+    from jaxtyping import ArrayLike, Int
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Node:
+        x: list[Int[ArrayLike, ""]]
+        y: list[str | int | float] = struct.field(pytree_node=False)
+
+    @jax.jit
+    @jaxtyped(typechecker=typecheck)
+    def f(x: Node) -> Node:
+        return x
+
+    n = 50
+    x = Node(list(range(n)), list(map(str, range(n))) + list(range(n)) + list(map(float, range(n))))
+    out = f(x)
+    typecheck.reset()
+    for _ in range(20):
+        out = f(x)
+    assert typecheck.calls == 0
+    assert [int(v) for v in out.x] == list(range(n)) and out.y == x.y
+    with pytest.raises(typecheck.errors):
+        Node(["a"], [])
