@@ -15,7 +15,7 @@ import optax
 import pytest
 from flax import serialization, struct
 from flax.training import train_state
-from jaxtyping import Array, Float, PyTree, jaxtyped
+from jaxtyping import Array, ArrayLike, Float, Int, PyTree, jaxtyped
 
 import typecheck_guard
 from helpers import run_cached
@@ -441,8 +441,6 @@ def test_flax_imported_after_install():
 def test_seed_000_verbatim(installed, typecheck):
     # The repro from the jaxtyping issue (seed 000), with its return annotation
     # corrected (`-> Node`; current jaxtyping rejects the original `-> Array`).
-    from jaxtyping import ArrayLike, Int
-
     @jaxtyped(typechecker=typecheck)
     @struct.dataclass
     class Node:
