@@ -10,6 +10,12 @@ from ._install import (
     installed as installed,
     uninstall as uninstall,
 )
+from ._pytree_cache import (
+    PyTreeCacheInfo as PyTreeCacheInfo,
+    cache_pytree_checks as cache_pytree_checks,
+    clear_pytree_cache as clear_pytree_cache,
+    pytree_cache_info as pytree_cache_info,
+)
 from ._register import register_dataclass as register_dataclass
 from ._unflatten import unflatten_safe as unflatten_safe
 

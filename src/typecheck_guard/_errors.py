@@ -74,3 +74,10 @@ PRIVATE_API_CHANGED: Final = (
     "checking nothing: pin '{package}{supported}', or report this at the "
     "typecheck_guard issue tracker."
 )
+
+PYTREE_CACHE_UNAVAILABLE: Final = (
+    "{reason}\n"
+    "The cache of PyTree[...] checks needs these internals. To install typecheck_guard "
+    "without it (every PyTree check then runs, as without typecheck_guard), write "
+    "`typecheck_guard.install(pytree_cache=False)`."
+)

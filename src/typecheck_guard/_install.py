@@ -27,8 +27,9 @@ def installed() -> bool:
     return _stack is not None
 
 
-def install() -> None:
-    """Make typechecked pytree classes unflatten without re-running their checks.
+def install(*, pytree_cache: bool = True) -> None:
+    """Make typechecked pytree classes unflatten without re-running their checks, and
+    cache the verdicts of `PyTree[...]` checks.
 
     After this, every class registered through `jax.tree_util.register_dataclass`,
     `flax.struct.dataclass`, a `flax.struct.PyTreeNode` subclass (including
@@ -40,6 +41,14 @@ def install() -> None:
 
     Classes registered before `install()` are left as they were: see
     `typecheck_guard.unadapted()`, and `typecheck_guard.unflatten_safe` for them.
+
+    It also turns on the exact cache of `isinstance(x, PyTree[...])` checks (see
+    `typecheck_guard.cache_pytree_checks`): an eager call that passes a tree with the
+    same structure, leaf shapes and dtypes as before is not checked leaf by leaf again.
+
+    **Arguments:**
+
+    - `pytree_cache`: `False` to leave `PyTree[...]` checks uncached.
 
     Idempotent. Undo with `typecheck_guard.uninstall()`.
 
@@ -60,8 +69,11 @@ def install() -> None:
         try:
             _jax.patch(stack)
             _chex.patch(stack)
-            for start in _parts.values():
-                start(stack)
+            # Parts that a keyword of ours turns off; the rest always run.
+            wanted = {"pytree_cache": pytree_cache}
+            for name, start in _parts.items():
+                if wanted.get(name, True):
+                    start(stack)
         except BaseException:
             stack.close()
             raise
