@@ -100,7 +100,9 @@ def load() -> Jaxtyping:
         )
         # `_check` is where the instance check reads its memo; a `PyTree` that no
         # longer goes through it would make our model of its reads meaningless.
-        check_params = tuple(inspect.signature(meta_pytree.__dict__["_check"]).parameters)
+        check_params = tuple(
+            inspect.signature(meta_pytree.__dict__["_check"]).parameters
+        )
         params = tuple(inspect.signature(instancecheck).parameters)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError) as e:
         raise _changed(

@@ -212,7 +212,9 @@ def _deps(reads: Any, memos: Any, treedef: Any) -> tuple[tuple[Any, ...], ...]:
     )
 
 
-def _miss(cls: Any, obj: Any, reads: Any, key: _Key, treedef: Any, memo_active: bool) -> bool:
+def _miss(
+    cls: Any, obj: Any, reads: Any, key: _Key, treedef: Any, memo_active: bool
+) -> bool:
     if not memo_active:
         # Outside `@jaxtyped`, jaxtyping hands out throwaway memos: nothing to replay.
         out = _original(cls, obj)
@@ -247,14 +249,16 @@ def _diff(now: dict[str, Any], old: dict[str, Any]) -> Any:
 def _effects(jt: Any, reads: Any, memos: Any, before: Any, treedef: Any) -> Any:
     after = jt.get_shape_memo()
     replaced = after[0] is not memos[0]
-    if any((a is not m) != replaced for a, m in zip(after, memos)):
+    if any((a is not m) != replaced for a, m in zip(after, memos, strict=True)):
         return _UNMODELLED
-    inplace = tuple(_diff(m, b) for m, b in zip(memos[:3], before))
+    inplace = tuple(_diff(m, b) for m, b in zip(memos[:3], before, strict=True))
     final = (
-        tuple(_diff(a, b) for a, b in zip(after[:3], before)) if replaced else ({}, {}, {})
+        tuple(_diff(a, b) for a, b in zip(after[:3], before, strict=True))
+        if replaced
+        else ({}, {}, {})
     )
     names = reads.names(treedef.num_nodes)
-    for written, allowed in zip(inplace + final, names + names):
+    for written, allowed in zip(inplace + final, names + names, strict=True):
         if written is _UNMODELLED or not set(written).issubset(allowed):
             return _UNMODELLED
     if not replaced and not any(inplace):
@@ -266,11 +270,11 @@ def _replay(jt: Any, effects: _Effects) -> None:
     memos = jt.get_shape_memo()
     if effects.replaced:
         fresh = tuple(d.copy() for d in memos)
-    for d, written in zip(memos, effects.inplace):
+    for d, written in zip(memos[:3], effects.inplace, strict=True):
         if written:
             d.update(written)
     if effects.replaced:
-        for d, written in zip(fresh, effects.final):  # pyright: ignore[reportPossiblyUnbound]
+        for d, written in zip(fresh[:3], effects.final, strict=True):  # pyright: ignore[reportPossiblyUnbound]
             if written:
                 d.update(written)
         jt.set_shape_memo(*fresh)  # pyright: ignore[reportPossiblyUnbound]

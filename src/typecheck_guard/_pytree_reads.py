@@ -43,8 +43,17 @@ class Reads:
     annotation in cache keys without keeping the annotation alive.
     """
 
-    __slots__ = ("single", "variadic", "structures", "treepath_single",
-                 "treepath_variadic", "structure", "by_value", "any_reads", "__weakref__")
+    __slots__ = (
+        "single",
+        "variadic",
+        "structures",
+        "treepath_single",
+        "treepath_variadic",
+        "structure",
+        "by_value",
+        "any_reads",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -69,7 +78,9 @@ class Reads:
             single or variadic or structures or treepath_single or treepath_variadic
         )
 
-    def names(self, num_nodes: int) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    def names(
+        self, num_nodes: int
+    ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         """The single, variadic and structure entries read by a check of a tree with
         `num_nodes` nodes (a `?dim` is bound once per leaf, and jaxtyping's leaves are
         nodes of JAX's own flattening: it can stop early, or count `None` as a leaf)."""
@@ -77,7 +88,9 @@ class Reads:
         if self.treepath_single or self.treepath_variadic:
             assert self.structure is not None
             prefixes = [treepath_prefix(i, self.structure) for i in range(num_nodes)]
-            single = single + tuple(p + n for p in prefixes for n in self.treepath_single)
+            single = single + tuple(
+                p + n for p in prefixes for n in self.treepath_single
+            )
             variadic = variadic + tuple(
                 p + n for p in prefixes for n in self.treepath_variadic
             )
