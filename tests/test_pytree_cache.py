@@ -2,6 +2,7 @@
 memo as without it, with the leaf-by-leaf check skipped on a hit."""
 
 # No `from __future__ import annotations`: some annotations below name locals.
+import functools
 import gc
 import warnings
 import weakref
@@ -72,8 +73,11 @@ def test_install_patches_and_uninstall_restores():
     original = _MetaPyTree.__dict__["__instancecheck__"]
     _install()
     assert _MetaPyTree.__dict__["__instancecheck__"] is not original
+    assert isinstance(_params(), PyTree[Float[Array, "n"]])
+    assert typecheck_guard.pytree_cache_info().currsize == 1
     typecheck_guard.uninstall()
     assert _MetaPyTree.__dict__["__instancecheck__"] is original
+    assert typecheck_guard.pytree_cache_info().currsize == 0
 
 
 def test_install_without_pytree_cache():
@@ -529,6 +533,7 @@ _LEAFTYPES: list[Any] = [
 _STRUCTURES = [None, None, None, "T", "T", "S", "T S", "... T", "T ...", "... S"]
 
 
+@functools.cache  # one array per signature: drawing trees then creates none
 def _leaf(kind: str, shape: tuple[int, ...], dtype: Any) -> Any:
     if kind == "int":
         return len(shape) % 2
@@ -537,12 +542,12 @@ def _leaf(kind: str, shape: tuple[int, ...], dtype: Any) -> Any:
     return _arr(*shape, dtype=dtype)
 
 
-_any_leaf = st.builds(
-    _leaf,
+_leaf_specs = st.tuples(
     st.sampled_from(["jax", "jax", "numpy", "int"]),
     st.sampled_from(_SHAPES),
-    st.sampled_from([np.float32, np.int32]),
+    st.sampled_from([np.float32, np.float32, np.int32]),
 )
+_COMMON = "common leaf"  # stands for the leaf most of a tree's leaves share
 
 
 def _trees(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -557,48 +562,52 @@ def _trees(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
+# Built once: building strategies inside `_cases` would dominate the test's time.
+_spec_trees = _trees(st.one_of(st.just(_COMMON), st.just(_COMMON), _leaf_specs))
+_structures = _trees(st.just(0))
+_priors = st.tuples(
+    st.dictionaries(
+        st.sampled_from(
+            ["n", "m", "(Leaf 0 in structure T) n", "(Leaf 1 in structure T) n"]
+        ),
+        st.integers(1, 3),
+    ),
+    st.dictionaries(
+        st.sampled_from(["batch", "b", "(Leaf 0 in structure T) b"]),
+        st.tuples(st.booleans(), st.sampled_from([(), (1,), (2,), (3, 2), (2, 3)])),
+    ),
+    st.dictionaries(
+        st.sampled_from(["T", "S"]),
+        st.one_of(
+            st.just("own"),  # the structure of the tree itself
+            st.just(jax.tree_util.tree_structure(0)),  # `"... T"`, `"T ..."` then pass
+            _structures.map(jax.tree_util.tree_structure),
+        ),
+    ),
+)
+
+
 @st.composite
 def _cases(draw: Any) -> tuple[Any, Any, Any, bool]:
     """An annotation, a tree, prior memo entries, and whether a memo is active.
 
-    Most leaves of a tree share one kind, shape and dtype, and prior bindings are
-    often those of the tree itself, so that many checks pass (and so get cached)."""
+    Most leaves of a tree share one kind, shape and dtype, and prior structures are
+    often that of the tree itself, so that many checks pass (and so get cached)."""
     leaftype = draw(st.sampled_from(_LEAFTYPES))
     structure = draw(st.sampled_from(_STRUCTURES))
     ann = PyTree[leaftype] if structure is None else PyTree[leaftype, structure]
-    common = st.just(
-        _leaf(
-            draw(st.sampled_from(["jax", "numpy", "int"])),
-            draw(st.sampled_from(_SHAPES)),
-            draw(st.sampled_from([np.float32, np.float32, np.int32])),
-        )
-    )
-    tree = draw(_trees(st.one_of(common, common, common, _any_leaf)))
-    structures = st.one_of(
-        st.just(jax.tree_util.tree_structure(tree)),
-        st.just(jax.tree_util.tree_structure(0)),  # `"... T"` and `"T ..."` then pass
-        _trees(_any_leaf).map(jax.tree_util.tree_structure),
-    )
-    prior = (
-        draw(
-            st.dictionaries(
-                st.sampled_from(
-                    ["n", "m", "(Leaf 0 in structure T) n", "(Leaf 1 in structure T) n"]
-                ),
-                st.integers(1, 3),
-            )
+    common = _leaf(*draw(_leaf_specs))
+    tree = jax.tree.map(
+        lambda spec: common if spec == _COMMON else _leaf(*spec),
+        draw(_spec_trees),
+        is_leaf=lambda x: (
+            isinstance(x, tuple) and len(x) == 3 and isinstance(x[0], str)
         ),
-        draw(
-            st.dictionaries(
-                st.sampled_from(["batch", "b", "(Leaf 0 in structure T) b"]),
-                st.tuples(
-                    st.booleans(), st.sampled_from([(), (1,), (2,), (3, 2), (2, 3)])
-                ),
-            )
-        ),
-        draw(st.dictionaries(st.sampled_from(["T", "S"]), structures)),
     )
-    return ann, tree, prior, draw(st.booleans())
+    single, variadic, structures = draw(_priors)
+    own = jax.tree_util.tree_structure(tree)
+    structures = {k: own if v == "own" else v for k, v in structures.items()}
+    return ann, tree, (single, variadic, structures), draw(st.booleans())
 
 
 def _observe(ann: Any, tree: Any, prior: Any, with_memo: bool) -> Any:
@@ -627,7 +636,7 @@ def _observe(ann: Any, tree: Any, prior: Any, with_memo: bool) -> Any:
 
 
 @hypothesis.settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
 )

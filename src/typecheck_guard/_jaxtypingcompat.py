@@ -114,7 +114,7 @@ def load() -> Jaxtyping:
             "jaxtyping._pytree_type._MetaPyTree.__instancecheck__(cls, obj) and "
             f"._check(cls, obj, pytree_memo) (found {params} and {check_params})",
         )
-    if _pytree_type.get_shape_memo is not _storage.get_shape_memo:
+    if vars(_pytree_type).get("get_shape_memo") is not _storage.get_shape_memo:
         raise _changed(found, "the shape memo of jaxtyping._storage")
     _canary(internals, _storage)
     return internals

@@ -9,10 +9,13 @@ end in) with a bounded LRU cache whose key is
 - the annotation (through its `Reads`, one per annotation, compared by identity, so
   the key does not keep the annotation alive);
 - the treedef of `jax.tree_util.tree_flatten(x)`: node types, dict keys, aux data;
-- per leaf: the aval of a JAX array (shape, dtype, weak type, sharding; avals are
-  interned, so this is one attribute read), the type, shape and dtype of a NumPy
-  array, the type of anything else, and also its value when the annotation holds a
-  `Literal` (array leaves then make the check uncacheable);
+- per leaf: the aval of a JAX array (its shape, dtype, weak type and sharding in one
+  attribute read; JAX interns avals, so comparing them is an identity check), the
+  type, shape and dtype of a NumPy array or any other object with both, and the type
+  of anything else. Every leaf type we cache decides a plain leaf by its type alone,
+  so a float hyperparameter that changes every step still hits, and we hold no
+  reference to user objects. Only a `Literal` reads values: then the key holds the
+  value of each (scalar) leaf, and array leaves make the check uncacheable;
 - whether a `@jaxtyped` memo is active (without one, every leaf checks against fresh
   dims), and then the memo entries the check reads: bound dims, variadic dims,
   structure names, one `?dim` entry per leaf.
@@ -370,6 +373,11 @@ def _release(owner: str) -> None:
     with _lock:
         _owners.discard(owner)
         _update()
+        if owner == "install" and not _owners:
+            # `uninstall()` lets go of the stored treedefs (and the node classes they
+            # hold). A `cache_pytree_checks(False)` block keeps them: they are still
+            # exact when it ends.
+            _cache.clear()
 
 
 def _start(stack: Any) -> None:
