@@ -397,6 +397,31 @@ def test_uncacheable_annotations_run_every_time(cached, leaf_checks):
     assert typecheck_guard.pytree_cache_info()[:2] == (0, 0)
 
 
+class _Box:
+    # A pytree node whose aux data is whatever it is given.
+    def __init__(self, x, meta):
+        self.x, self.meta = x, meta
+
+
+jax.tree_util.register_pytree_node(
+    _Box, lambda b: ((b.x,), b.meta), lambda meta, children: _Box(children[0], meta)
+)
+
+
+def test_uncomparable_aux_data_runs_the_check(cached, leaf_checks):
+    # JAX refuses to compare treedefs whose aux data is an array: such trees are
+    # checked every time, and leave at most one entry behind.
+    ann = PyTree[Float[Array, "n"]]
+    for _ in range(4):
+        assert isinstance(_Box(_arr(2), np.arange(3)), ann)
+    assert leaf_checks.n == 4
+    assert typecheck_guard.pytree_cache_info().currsize <= 1
+    # Aux data compared by value: a hit.
+    assert isinstance(_Box(_arr(2), ["meta"]), ann)
+    assert isinstance(_Box(_arr(2), ["meta"]), ann)
+    assert leaf_checks.n == 5
+
+
 # --- memory --------------------------------------------------------------------------
 
 

@@ -85,17 +85,27 @@ class _Key:
     # A key that hashes its parts once: a hit then costs one hash and one comparison
     # of the tree structure and leaf signature (about as much as the flatten that made
     # them), instead of two of each for `get` and `move_to_end`.
-    __slots__ = ("parts", "hash")
+    __slots__ = ("parts", "hash", "comparable")
 
     def __init__(self, parts: tuple[Any, ...]):
         self.parts = parts
         self.hash = hash(parts)
+        self.comparable = True
 
     def __hash__(self) -> int:
         return self.hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Key) and self.parts == other.parts
+        if not isinstance(other, _Key):
+            return False
+        try:
+            return self.parts == other.parts
+        except Exception:
+            # Aux data that can't be compared (JAX raises for arrays used as pytree
+            # metadata): "not equal" makes it a miss, which runs the check, and
+            # neither key is kept (see `_miss`).
+            self.comparable = other.comparable = False
+            return False
 
 
 _MISSING: Final = object()
@@ -153,7 +163,9 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
         deps = None
     try:
         key = _Key((reads, treedef, sig, deps))
-    except TypeError:  # something unhashable in the memo, put there by someone else
+    except TypeError:
+        # A memo entry put there by someone else, or aux data of a pytree node, that
+        # can't be hashed: such a value is checked every time.
         return _original(cls, obj)
     found = _cache.get(key)
     if found is not None:
@@ -167,6 +179,10 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
             _replay(jt, effects)
         return True
     _misses += 1
+    if not key.comparable:
+        with _lock:
+            for stored in [k for k in list(_cache) if not k.comparable]:
+                del _cache[stored]
     return _miss(cls, obj, reads, key, treedef, deps is not None)
 
 
@@ -284,6 +300,8 @@ def _replay(jt: Any, effects: _Effects) -> None:
 
 
 def _store(key: _Key, effects: _Effects | None) -> None:
+    if not key.comparable:
+        return
     _cache[key] = (key, effects)
     while len(_cache) > MAXSIZE:
         try:
