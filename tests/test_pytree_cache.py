@@ -6,7 +6,7 @@ import functools
 import gc
 import warnings
 import weakref
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 import hypothesis
 import hypothesis.strategies as st
@@ -354,7 +354,8 @@ def test_literal_leaves_are_keyed_by_value(cached, typecheck, leaf_checks):
 
 
 def test_plain_class_leaves_are_keyed_by_type(cached, leaf_checks):
-    ann = PyTree[float | int]
+    # `typing.Union`: jaxtyping before 0.3 does not check the leaves of `float | int`.
+    ann = PyTree[Union[float, int]]  # noqa: UP007
     assert isinstance({"lr": 0.1, "step": 3}, ann)
     assert isinstance({"lr": 0.2, "step": 4}, ann)  # new values, same types: a hit
     assert leaf_checks.n == 1
@@ -364,7 +365,7 @@ def test_plain_class_leaves_are_keyed_by_type(cached, leaf_checks):
 def test_union_with_failing_alternative_replays_the_memo_swap(cached):
     # `Float[Array, "n m"]` fails on a 1-d leaf after jaxtyping copied the memo, so
     # jaxtyping swaps in the copies: the memo `jaxtyped` pushed stops being current.
-    ann = PyTree[Float[Array, "n m"] | Float[Array, "n"]]
+    ann = PyTree[Union[Float[Array, "n m"], Float[Array, "n"]]]  # noqa: UP007
     results = []
     for enabled in (False, True, True):
         with typecheck_guard.cache_pytree_checks(enabled):
