@@ -1,7 +1,10 @@
 """The cache of `PyTree[...]` checks: same verdicts, same errors and the same shape
 memo as without it, with the leaf-by-leaf check skipped on a hit."""
 
-# No `from __future__ import annotations`: some annotations below name locals.
+# A leading space in a one-name shape string (`" n"`) keeps linters from reading it as
+# a forward reference (jaxtyping's FAQ); jaxtyping strips it.
+from __future__ import annotations
+
 import functools
 import gc
 import warnings
@@ -159,7 +162,7 @@ def test_plain_isinstance_outside_jaxtyped(cached, leaf_checks):
 
 def test_failure_is_never_cached_and_keeps_its_message(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "n"]]):
+    def f(p: PyTree[Float[Array, " n"]]):
         return p
 
     f(_params())
@@ -178,7 +181,7 @@ def test_failure_is_never_cached_and_keeps_its_message(cached, typecheck, leaf_c
 def test_tracers_are_checked_uncached(cached, typecheck, leaf_checks):
     @jax.jit
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "n"]]):
+    def f(p: PyTree[Float[Array, " n"]]):
         return jax.tree.map(lambda x: x + 1, p)
 
     f(_params())
@@ -205,7 +208,7 @@ def _same_failure(f, *args, errors):
 
 def test_named_dim_across_two_arguments(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "n"]], q: PyTree[Float[Array, "n"]]):
+    def f(p: PyTree[Float[Array, " n"]], q: PyTree[Float[Array, " n"]]):
         return p
 
     three, four = _params(3), _params(4)
@@ -223,7 +226,7 @@ def test_named_dim_across_two_arguments(cached, typecheck, leaf_checks):
 
 def test_dim_bound_in_pytree_read_by_array(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "n"]], x: Float[Array, "n"]) -> Float[Array, "n"]:
+    def f(p: PyTree[Float[Array, " n"]], x: Float[Array, " n"]) -> Float[Array, " n"]:
         return x
 
     f(_params(3), _arr(3))
@@ -235,7 +238,7 @@ def test_dim_bound_in_pytree_read_by_array(cached, typecheck, leaf_checks):
 
 def test_dim_bound_by_array_read_by_pytree(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(x: Float[Array, "n"], p: PyTree[Float[Array, "n"]]):
+    def f(x: Float[Array, " n"], p: PyTree[Float[Array, " n"]]):
         return x
 
     f(_arr(3), _params(3))
@@ -277,7 +280,7 @@ def test_broadcast_variadic_dims(cached, typecheck):
 
 def test_structure_name(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "..."], "T"], q: PyTree[Float[Array, "..."], "T"]):
+    def f(p: PyTree[Float[Array, "..."], " T"], q: PyTree[Float[Array, "..."], " T"]):
         return p
 
     f(_params(leaves=3), _params(leaves=3))
@@ -302,10 +305,16 @@ def test_structure_name(cached, typecheck, leaf_checks):
     ],
 )
 def test_composite_structures(cached, typecheck, leaf_checks, composite, z, bad_z):
-    @jaxtyped(typechecker=typecheck)
-    def f(x: PyTree[int, "T"], y: PyTree[int, "S"], w: PyTree[int, composite]):  # pyright: ignore
+    def f(x, y, w):
         return x
 
+    # Set before decorating: a string annotation could not name `composite`.
+    f.__annotations__ = {
+        "x": PyTree[int, "T"],
+        "y": PyTree[int, "S"],
+        "w": PyTree[int, composite],
+    }
+    f = jaxtyped(typechecker=typecheck)(f)
     x, y = (1, 2), {"key": 3}
     f(x, y, z)
     checks = leaf_checks.n
@@ -324,7 +333,7 @@ def test_composite_structure_needs_its_names(cached):
 
 def test_treepath_dims(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "?n"], "T"], q: PyTree[Float[Array, "?n 2"], "T"]):
+    def f(p: PyTree[Float[Array, "?n"], " T"], q: PyTree[Float[Array, "?n 2"], " T"]):
         return p
 
     p = {"a": _arr(3), "b": _arr(4)}
@@ -365,7 +374,7 @@ def test_plain_class_leaves_are_keyed_by_type(cached, leaf_checks):
 def test_union_with_failing_alternative_replays_the_memo_swap(cached):
     # `Float[Array, "n m"]` fails on a 1-d leaf after jaxtyping copied the memo, so
     # jaxtyping swaps in the copies: the memo `jaxtyped` pushed stops being current.
-    ann = PyTree[Union[Float[Array, "n m"], Float[Array, "n"]]]  # noqa: UP007
+    ann = PyTree[Union[Float[Array, "n m"], Float[Array, " n"]]]  # noqa: UP007
     results = []
     for enabled in (False, True, True):
         with typecheck_guard.cache_pytree_checks(enabled):
