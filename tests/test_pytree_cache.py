@@ -60,7 +60,7 @@ def _install(**kwargs):
         typecheck_guard.install(**kwargs)
 
 
-def _arr(*shape, dtype=np.float32):
+def _arr(*shape: int, dtype: Any = np.float32) -> Any:
     # `device_put` of a NumPy array compiles nothing, whatever the shape.
     return jnp.asarray(np.zeros(shape, dtype))
 
@@ -280,7 +280,7 @@ def test_broadcast_variadic_dims(cached, typecheck):
 
 def test_structure_name(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "..."], " T"], q: PyTree[Float[Array, "..."], " T"]):
+    def f(p: PyTree[Float[Array, "..."], " T"], q: PyTree[Float[Array, "..."], " T"]):  # pyright: ignore[reportUndefinedVariable]
         return p
 
     f(_params(leaves=3), _params(leaves=3))
@@ -333,7 +333,7 @@ def test_composite_structure_needs_its_names(cached):
 
 def test_treepath_dims(cached, typecheck, leaf_checks):
     @jaxtyped(typechecker=typecheck)
-    def f(p: PyTree[Float[Array, "?n"], " T"], q: PyTree[Float[Array, "?n 2"], " T"]):
+    def f(p: PyTree[Float[Array, "?n"], " T"], q: PyTree[Float[Array, "?n 2"], " T"]):  # pyright: ignore[reportUndefinedVariable]
         return p
 
     p = {"a": _arr(3), "b": _arr(4)}
@@ -400,7 +400,7 @@ def test_uncacheable_annotations_run_every_time(cached, leaf_checks):
     cases = [(PyTree[list[int]], [[1, 2]]), (PyTree[Float[Array, "n+1"]], [_arr(3)])]
     for ann, tree in cases:
         with jaxtyped("context"):
-            assert isinstance(_arr(2), Float[Array, "n"])
+            assert isinstance(_arr(2), Float[Array, "n"])  # pyright: ignore[reportArgumentType]
             assert isinstance(tree, ann)
             assert isinstance(tree, ann)
     assert leaf_checks.n == 4
@@ -556,7 +556,7 @@ _LEAFTYPES: list[Any] = [
     Shaped[Array, "*?b"],
     int,
     int | Float[Array, "n"],
-    Float[Array, "n"] | None,
+    Float[Array, "n"] | None,  # pyright: ignore[reportOperatorIssue]
     Literal[0, 1],
     Literal[1] | Float[Array, "n"],
     Float[Array, "n+1"],
