@@ -52,7 +52,6 @@ class Reads:
         "structure",
         "by_value",
         "any_reads",
-        "__weakref__",
     )
 
     def __init__(
@@ -77,6 +76,14 @@ class Reads:
         self.any_reads = bool(
             single or variadic or structures or treepath_single or treepath_variadic
         )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in self.__slots__
+            if name != "any_reads" and getattr(self, name)
+        )
+        return f"Reads({fields})"
 
     def names(
         self, num_nodes: int
