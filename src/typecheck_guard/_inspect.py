@@ -103,7 +103,12 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
         return None
     fn = _unflatten_of(entry)
     module = getattr(fn, "__module__", "") or ""
-    if module.startswith(_NEW_BASED) or module.startswith("typecheck_guard"):
+    if module.startswith(_NEW_BASED) or (
+        # `typecheck-guard bench` defines its scenario classes under
+        # `typecheck_guard._bench`; they stand for user code and must be seen.
+        module.startswith("typecheck_guard")
+        and not module.startswith("typecheck_guard._bench")
+    ):
         return None
     registration = registration_of(cls, entry)
     checked = checked_methods(cls, calls_on_unflatten(registration))

@@ -1,0 +1,158 @@
+"""What `typecheck-guard bench` prints, writes (`--json`) and draws (`--plot`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ._run import Result, SweepPoint
+from ._scenarios import MODE_LABELS, MODES
+
+__all__ = ["plot", "table", "to_json"]
+
+_MISSING = "-"
+
+
+def _cell(result: Result | None) -> str:
+    if result is None:
+        return _MISSING
+    if result.ratio is None:
+        return "skipped"
+    r = result.ratio
+    return f"{r:.0f}x" if r >= 100 else f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
+
+
+def _duration(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _baseline(results: Any) -> str:
+    """The time per call with `jaxtyping_disable=True`: what each ratio divides by."""
+    times = sorted(r.baseline_s for r in results if r.baseline_s is not None)
+    return _duration(times[len(times) // 2]) if times else _MISSING
+
+
+def table(results: Sequence[Result], environment: dict[str, Any]) -> str:
+    """The results as a text table: one row per scenario and checker, one column per
+    mode, each cell the ratio to `jaxtyping_disable`."""
+    modes = [m for m in MODES if any(r.mode == m for r in results)]
+    rows: dict[tuple[str, str, str], dict[str, Result]] = {}
+    titles: dict[tuple[str, str], str] = {}
+    for r in results:
+        rows.setdefault((r.scenario, r.variant, r.checker), {})[r.mode] = r
+        titles[(r.scenario, r.variant)] = r.title
+    header = ["scenario", "checker", "checks off", *(MODE_LABELS[m] for m in modes)]
+    body = [
+        [
+            f"{s} {v}",
+            c,
+            _baseline(cells.values()),
+            *(_cell(cells.get(m)) for m in modes),
+        ]
+        for (s, v, c), cells in rows.items()
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        first = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        return "  ".join(
+            first + [c.rjust(w) for c, w in zip(row[2:], widths[2:], strict=True)]
+        ).rstrip()
+
+    versions = environment["versions"]
+    out = [
+        "typecheck-guard bench ({preset}): time per call with checks on / time with "
+        "jaxtyping_disable=True, median of {rounds} interleaved rounds".format(
+            **environment
+        ),
+        "({backend}, {cpus} CPUs, Python {python}; ".format(**environment)
+        + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+        + ")",
+        "",
+        line(header),
+        *(line(row) for row in body),
+        "",
+        "checks off: time per call with jaxtyping_disable=True, no plugin (what each "
+        "ratio divides by). 1.00x: the checks cost nothing per call. Scenarios:",
+    ]
+    for (s, v), title in titles.items():
+        out.append(f"  {s} {v}: {title}")
+    out.append(
+        "  S0 leaves: {s0_leaves}; S3 shapes: {s3_shapes}; eager leaves: {eager_leaves}".format(
+            **environment
+        )
+    )
+    out.extend(_notes(results))
+    return "\n".join(out)
+
+
+def _notes(results: Sequence[Result]) -> list[str]:
+    lines = []
+    whole: set[str] = set()
+    for checker in dict.fromkeys(r.checker for r in results):
+        reasons = {r.skipped for r in results if r.checker == checker}
+        if len(reasons) == 1 and None not in reasons:
+            whole.add(checker)
+            lines.append(f"  {checker}: skipped, {reasons.pop()}")
+    by_text: dict[str, list[str]] = {}
+    for r in results:
+        text = f"skipped, {r.skipped}" if r.skipped else r.note
+        if text and r.checker not in whole:
+            where = f"{r.scenario} {r.variant} {MODE_LABELS[r.mode]}"
+            places = by_text.setdefault(text, [])
+            if where not in places:
+                places.append(where)
+    for text, places in by_text.items():
+        lines.append(f"  {'; '.join(places)}: {text}")
+    return ["Notes:", *lines] if lines else []
+
+
+def to_json(
+    results: Sequence[Result], sweep: Sequence[SweepPoint], environment: dict[str, Any]
+) -> str:
+    return json.dumps(
+        {
+            "what": "ratio = time per call with checks on / time per call of the same "
+            "workload on plain classes with jaxtyping_disable=True",
+            "environment": environment,
+            "results": [dataclasses.asdict(r) for r in results],
+            "sweep": [dataclasses.asdict(p) for p in sweep],
+        },
+        indent=2,
+    )
+
+
+def plot(sweep: Sequence[SweepPoint], path: str, environment: dict[str, Any]) -> None:
+    """Overhead against the number of leaves, one line per mode, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for mode in MODES:
+        points = sorted((p.leaves, p.ratio) for p in sweep if p.mode == mode)
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker="o", label=MODE_LABELS[mode])
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("leaves in the PyTree field of the returned flax.struct state")
+    ax.set_ylabel("time per jitted call / jaxtyping_disable")
+    checker = sweep[0].checker if sweep else "beartype"
+    ax.set_title(
+        f"Seed 000: jit step returning a jaxtyped flax.struct ({checker}, "
+        f"{environment['backend']})",
+        fontsize=10,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,9 @@
+from flax import struct
+
+
+@struct.dataclass
+class Fine:
+    x: int
+
+
+value = undefined_name + 1  # noqa: F821

@@ -1,0 +1,1 @@
+import a_dependency_that_is_not_installed  # noqa: F401
