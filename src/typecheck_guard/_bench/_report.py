@@ -128,31 +128,48 @@ def to_json(
 
 
 def plot(sweep: Sequence[SweepPoint], path: str, environment: dict[str, Any]) -> None:
-    """Overhead against the number of leaves, one line per mode, log-log."""
+    """Left: overhead (ratio to `jaxtyping_disable`) against the number of leaves,
+    one line per mode. Right: the time per call itself, with the checks-off
+    baseline, which also grows with the leaves (dispatch, the step's own work)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig, (ratio_ax, time_ax) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=110)
     for mode in MODES:
-        points = sorted((p.leaves, p.ratio) for p in sweep if p.mode == mode)
+        points = sorted((p.leaves, p.ratio, p.checked_s) for p in sweep if p.mode == mode)
         if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o", label=MODE_LABELS[mode])
-    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("leaves in the PyTree field of the returned flax.struct state")
-    ax.set_ylabel("time per jitted call / jaxtyping_disable")
-    checker = sweep[0].checker if sweep else "beartype"
-    ax.set_title(
-        f"Seed 000: jit step returning a jaxtyped flax.struct ({checker}, "
-        f"{environment['backend']})",
-        fontsize=10,
+            xs, ratios, times = zip(*points, strict=True)
+            ratio_ax.plot(xs, ratios, marker="o", label=MODE_LABELS[mode])
+            time_ax.plot(xs, [t * 1e3 for t in times], marker="o", label=MODE_LABELS[mode])
+    baseline: dict[int, list[float]] = {}
+    for p in sweep:
+        baseline.setdefault(p.leaves, []).append(p.baseline_s)
+    xs = sorted(baseline)
+    time_ax.plot(
+        xs,
+        [sorted(baseline[x])[len(baseline[x]) // 2] * 1e3 for x in xs],
+        color="black",
+        linestyle="--",
+        marker=".",
+        label="checks off (jaxtyping_disable)",
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ratio_ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    for ax in (ratio_ax, time_ax):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("leaves in the PyTree field of the returned flax.struct")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    ratio_ax.set_ylabel("time per jitted call / jaxtyping_disable")
+    time_ax.set_ylabel("time per jitted call (ms)")
+    checker = sweep[0].checker if sweep else "beartype"
+    fig.suptitle(
+        f"Seed 000: jit step returning a jaxtyped flax.struct ({checker}, "
+        f"{environment['backend']}, {environment['cpus']} CPUs)",
+        fontsize=11,
+    )
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

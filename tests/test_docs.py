@@ -1,0 +1,96 @@
+"""The documentation's code runs.
+
+Every ```python block of a page under `docs/` is executed, in page order, as one
+script in a fresh interpreter (a page reads as one session, so later blocks may use
+earlier names). A line `<!-- test: new process -->` before a block starts a new
+script, for an example that needs a fresh process (e.g. code that runs before
+`install()`). `<!-- test: requires typecheck_guard.NAME -->` anywhere in a page marks
+it as needing a public name that is not in every branch yet: the page is then an
+expected failure (strict) until the name exists. Shell commands go in ```bash
+blocks and output in ```text blocks; they are not run.
+
+`mkdocs build --strict` itself runs in `.ci/run`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import typecheck_guard
+
+ROOT = Path(__file__).parents[1]
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+NEW_PROCESS = "<!-- test: new process -->"
+REQUIRES = re.compile(r"<!-- test: requires typecheck_guard\.(\w+) -->")
+
+
+def scripts(text: str) -> list[str]:
+    out = []
+    for part in text.split(NEW_PROCESS):
+        blocks = [textwrap.dedent(b) for b in FENCE.findall(part)]
+        if blocks:
+            out.append("\n\n".join(blocks))
+    return out
+
+
+def _pages() -> list:
+    params = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        if not FENCE.search(text):
+            continue
+        missing = [n for n in REQUIRES.findall(text) if not hasattr(typecheck_guard, n)]
+        marks = (
+            [
+                pytest.mark.xfail(
+                    reason=f"needs typecheck_guard.{', '.join(missing)}", strict=True
+                )
+            ]
+            if missing
+            else []
+        )
+        params.append(pytest.param(page, id=str(page.relative_to(DOCS)), marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("page", _pages())
+def test_examples_run(page: Path, tmp_path: Path) -> None:
+    for i, script in enumerate(scripts(page.read_text())):
+        path = tmp_path / f"example_{i}.py"
+        path.write_text(script)
+        proc = subprocess.run(
+            # A UserWarning (UnadaptedClassesWarning among them) the page does not
+            # expect is a bug in the page.
+            [sys.executable, "-W", "error::UserWarning", str(path)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, (
+            f"{page.relative_to(ROOT)}, script {i}:\n{script}\n--- stderr ---\n"
+            f"{proc.stderr}"
+        )
+
+
+def test_scripts_split_on_marker() -> None:
+    text = (
+        "```python\na = 1\n```\ntext\n```bash\nls\n```\n"
+        f"{NEW_PROCESS}\n```python\nb = 2\n```\n"
+    )
+    assert scripts(text) == ["a = 1\n", "b = 2\n"]
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = set(re.findall(r":\s*([\w\-/]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert pages == nav
+    for image in re.findall(r"\]\((images/[^)]+)\)", (DOCS / "performance.md").read_text()):
+        assert (DOCS / image).is_file(), image
