@@ -89,8 +89,12 @@ def test_scripts_split_on_marker() -> None:
 
 
 def test_every_page_is_in_the_nav() -> None:
-    nav = set(re.findall(r":\s*([\w\-/]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M))
+    nav = set(
+        re.findall(r":\s*([\w\-/]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    )
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert pages == nav
-    for image in re.findall(r"\]\((images/[^)]+)\)", (DOCS / "performance.md").read_text()):
+    for image in re.findall(
+        r"\]\((images/[^)]+)\)", (DOCS / "performance.md").read_text()
+    ):
         assert (DOCS / image).is_file(), image

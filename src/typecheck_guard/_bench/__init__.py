@@ -8,6 +8,16 @@ from collections.abc import Sequence
 __all__ = ["run"]
 
 
+def _loads(checker: str) -> bool:
+    from ._scenarios import Unavailable, load_checker
+
+    try:
+        load_checker(checker)
+    except Unavailable:
+        return False
+    return True
+
+
 def run(
     preset: str = "quick",
     json_path: str | None = None,
@@ -23,13 +33,23 @@ def run(
 
     chosen = PRESETS[preset]
     checkers = tuple(dict.fromkeys(checkers or CHECKERS))
+    sweep_checker = None
+    if plot_path is not None:
+        sweep_checker = next((c for c in checkers if _loads(c)), None)
+        if sweep_checker is None:
+            print(
+                f"typecheck-guard bench: error: --plot needs one of {', '.join(checkers)} "
+                "to be usable (see the notes of a run without --plot)",
+                file=sys.stderr,
+            )
+            return 2
     bar = Progress(
         count_steps(chosen, checkers, scenarios, plot_path is not None),
         enabled=progress,
     )
     try:
         results = run_cases(chosen, checkers, scenarios, bar)
-        sweep = run_sweep(chosen, checkers[0], bar) if plot_path is not None else []
+        sweep = run_sweep(chosen, sweep_checker, bar) if sweep_checker else []
     finally:
         bar.close()
     env = environment(chosen)

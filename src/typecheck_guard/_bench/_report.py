@@ -138,11 +138,15 @@ def plot(sweep: Sequence[SweepPoint], path: str, environment: dict[str, Any]) ->
 
     fig, (ratio_ax, time_ax) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=110)
     for mode in MODES:
-        points = sorted((p.leaves, p.ratio, p.checked_s) for p in sweep if p.mode == mode)
+        points = sorted(
+            (p.leaves, p.ratio, p.checked_s) for p in sweep if p.mode == mode
+        )
         if points:
             xs, ratios, times = zip(*points, strict=True)
             ratio_ax.plot(xs, ratios, marker="o", label=MODE_LABELS[mode])
-            time_ax.plot(xs, [t * 1e3 for t in times], marker="o", label=MODE_LABELS[mode])
+            time_ax.plot(
+                xs, [t * 1e3 for t in times], marker="o", label=MODE_LABELS[mode]
+            )
     baseline: dict[int, list[float]] = {}
     for p in sweep:
         baseline.setdefault(p.leaves, []).append(p.baseline_s)
