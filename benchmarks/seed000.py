@@ -10,9 +10,12 @@ overhead that typechecking adds at dispatch time. Modes:
 - with unflatten_safe(): around the loop;
 - install(): the class defined after `typecheck_guard.install()`.
 
-Times are measured interleaved in one process (baseline, mode 1, mode 2, ...,
-repeated) and we report the median of the per-round ratios: the machine is shared
-and noisy, absolute times are not stable, ratios measured side by side are.
+The scenario is the package's own (`typecheck_guard._bench`, scenario S0 of
+`typecheck-guard bench`, which also runs it under typeguard and next to the other
+seeds): each mode is measured interleaved with its baseline in one process (A, B, A,
+B, ...), and we report the median of the per-round ratios: the machine is shared
+and noisy, absolute times are not stable, ratios measured side by side are. See
+`src/typecheck_guard/_bench/README.md`.
 
 We also report the cost of an adapted class's flatten + unflatten relative to JAX's
 C++ `register_dataclass` path (both unchecked).
@@ -26,94 +29,39 @@ import argparse
 import dataclasses
 import statistics
 import time
-import warnings
 
 import jax
 import jax.numpy as jnp
-import jaxtyping
 from beartype import beartype
-from flax import struct
-from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
+from typecheck_guard._bench._measure import interleaved
+from typecheck_guard._bench._scenarios import mode_context, s0_prepare
 
-
-def make_node():
-    @jaxtyped(typechecker=beartype)
-    @struct.dataclass
-    class Node:
-        params: PyTree[Float[Array, "..."]]
-        step: Float[Array, ""]
-        name: str = struct.field(pytree_node=False, default="node")
-
-    return Node
-
-
-def step_fn(s):
-    return s.replace(
-        params=jax.tree.map(lambda p: p * 0.999, s.params), step=s.step + 1
-    )
-
-
-def timed(fn, state, calls):
-    start = time.perf_counter()
-    for _ in range(calls):
-        state = fn(state)
-    jax.block_until_ready(state)
-    return (time.perf_counter() - start) / calls, state
+MODES = {
+    "no plugin": "none",
+    "unflatten_safe(step)": "unflatten_safe",
+    "with unflatten_safe()": "unflatten_safe_with",
+    "install()": "install",
+}
 
 
 def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
-    params = {f"w{i}": jnp.ones((4,)) for i in range(leaves)}
-    Plain = make_node()  # defined before install(): not adapted
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
-        typecheck_guard.install()
-    Adapted = make_node()
-    assert typecheck_guard._register.adapted_how(Adapted) is not None
-
-    step = jax.jit(step_fn)
-    guarded = typecheck_guard.unflatten_safe(step)
-
-    def with_block(s):
-        with typecheck_guard.unflatten_safe():
-            return step(s)
-
-    modes = {
-        "no plugin": (step, Plain),
-        "unflatten_safe(step)": (guarded, Plain),
-        "with unflatten_safe()": (None, Plain),
-        "install()": (step, Adapted),
-    }
-    states = {name: cls(params, jnp.zeros(())) for name, (_, cls) in modes.items()}
-    baseline_state = Plain(params, jnp.zeros(()))
-
-    def loop_with(state):
-        start = time.perf_counter()
-        with typecheck_guard.unflatten_safe():
-            for _ in range(calls):
-                state = step(state)
-        jax.block_until_ready(state)
-        return (time.perf_counter() - start) / calls, state
-
-    # Warm up: trace, compile, fill the verdict cache.
-    for name, (fn, _) in modes.items():
-        states[name] = (fn or step)(states[name])
-    baseline_state = step(baseline_state)
-    with_block(states["with unflatten_safe()"])
-
-    ratios: dict[str, list[float]] = {name: [] for name in modes}
-    for _ in range(rounds):
-        jaxtyping.config.update("jaxtyping_disable", True)
-        base, baseline_state = timed(step, baseline_state, calls)
-        jaxtyping.config.update("jaxtyping_disable", False)
-        for name, (fn, _) in modes.items():
-            if fn is None:
-                t, states[name] = loop_with(states[name])
-            else:
-                t, states[name] = timed(fn, states[name], calls)
-            ratios[name].append(t / base)
-    return {name: statistics.median(r) for name, r in ratios.items()}
+    # The plain class (baseline, no plugin, unflatten_safe) is defined here, before
+    # anything is installed; the install() mode defines its own inside its context.
+    prepared = s0_prepare(beartype, leaves)
+    ratios = {}
+    for label, mode in MODES.items():
+        with mode_context(mode):
+            m = interleaved(
+                prepared.make(mode),
+                prepared.baseline,
+                rounds=rounds,
+                block_s=0.0,
+                iterations=calls,
+            )
+        ratios[label] = m.ratio
+    return ratios
 
 
 def flatten_unflatten_ratio(

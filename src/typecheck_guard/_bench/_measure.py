@@ -69,7 +69,12 @@ def _time(run: Run, n: int, disabled: bool) -> float:
 
 
 def interleaved(
-    checked: Run, baseline: Run, *, rounds: int, block_s: float
+    checked: Run,
+    baseline: Run,
+    *,
+    rounds: int,
+    block_s: float,
+    iterations: int | None = None,
 ) -> Measurement:
     """Time `checked` (checks on) against `baseline` (`jaxtyping_disable=True`).
 
@@ -79,6 +84,7 @@ def interleaved(
     - `rounds`: how many A/B pairs.
     - `block_s`: the wall time each block aims for; the number of iterations per
         block is chosen from one timed iteration of each side.
+    - `iterations`: a fixed number of iterations per block instead (both sides).
 
     **Returns:**
 
@@ -87,8 +93,11 @@ def interleaved(
     # Warm up: the first call traces and compiles.
     _time(checked, 1, False)
     _time(baseline, 1, True)
-    n_a = max(1, math.ceil(block_s / max(_time(checked, 1, False), 1e-9)))
-    n_b = max(1, math.ceil(block_s / max(_time(baseline, 1, True), 1e-9)))
+    if iterations is not None:
+        n_a = n_b = iterations
+    else:
+        n_a = max(1, math.ceil(block_s / max(_time(checked, 1, False), 1e-9)))
+        n_b = max(1, math.ceil(block_s / max(_time(baseline, 1, True), 1e-9)))
     ratios, per_a, per_b = [], [], []
     for _ in range(rounds):
         a = _time(checked, n_a, False) / n_a
