@@ -45,7 +45,7 @@ def test_scan_lists_at_risk_classes():
     assert code == 1
     found = {f["name"]: f for f in report["at_risk"]}
     # `Unchecked` has no checker, and `extra.Pair` is in a module not imported.
-    assert set(found) == {"Node", "CustomArray"}
+    assert set(found) == {"Node", "CustomArray", "Derived"}
 
     node = found["Node"]
     assert node["module"] == "atrisk_pkg.models"
@@ -59,6 +59,11 @@ def test_scan_lists_at_risk_classes():
     assert custom["registration"].startswith("register_pytree_node")
     assert not custom["install_covers"] and custom["unflatten_safe_covers"]
     assert "object.__new__" in custom["fix"]
+
+    # install() would leave it to JAX (its __post_init__ derives state).
+    derived = found["Derived"]
+    assert not derived["install_covers"] and derived["unflatten_safe_covers"]
+    assert "unflatten_safe(jax.jit(step))" in derived["fix"]
     assert report["silent_checks"] == []
     assert report["exit_code"] == 1
 
@@ -74,7 +79,12 @@ def test_scan_text_output_names_class_and_fix():
 
 def test_scan_recursive_imports_submodules():
     _, report = _scan_json("atrisk_pkg", "-r")
-    assert {f["name"] for f in report["at_risk"]} == {"Node", "CustomArray", "Pair"}
+    assert {f["name"] for f in report["at_risk"]} == {
+        "Node",
+        "CustomArray",
+        "Derived",
+        "Pair",
+    }
 
 
 def test_scan_clean_package():

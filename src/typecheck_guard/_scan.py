@@ -198,24 +198,29 @@ def _label(record: UnadaptedClass) -> str:
 
 
 def _install_would_adapt(record: UnadaptedClass) -> bool:
-    from ._register import post_init_assigns, refused_why
+    """Whether `install()` would adapt this class, were it defined after it: the
+    questions `install()` itself asks (`_register.install_route`), on the class as
+    it is registered now."""
+    from ._register import derives_state, refused_why
 
     cls = record.cls
     if record.registration == "chex.dataclass":
         return True
     if record.registration != "jax.tree_util.register_dataclass":
         return False
-    if refused_why(cls) is not None or post_init_assigns(cls):
+    if refused_why(cls) is not None or not dataclasses.is_dataclass(cls):
         return False
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if (
-                not f.init
-                and f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING
-            ):
-                return False
-    return True
+    registered = set()
+    for f in dataclasses.fields(cls):
+        has_default = (
+            f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING
+        )
+        if not f.init and not has_default:
+            # JAX rebuilds it by calling __init__; install() leaves the class to JAX.
+            return False
+        registered.add(f.name)
+    return derives_state(cls, registered) is None
 
 
 def _unflatten_safe_covers(record: UnadaptedClass) -> bool:

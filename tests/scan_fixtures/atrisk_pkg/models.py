@@ -34,3 +34,13 @@ class CustomArray:
 class Unchecked:
     # No checker on its constructor: nothing to re-run, not listed.
     x: jax.Array
+
+
+@jaxtyped(typechecker=beartype)
+@struct.dataclass
+class Derived:
+    # Its __post_init__ derives state: install() leaves it to JAX.
+    x: Float[Array, " n"]
+
+    def __post_init__(self):
+        object.__setattr__(self, "double", self.x * 2)
