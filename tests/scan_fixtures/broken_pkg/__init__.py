@@ -6,4 +6,4 @@ class Fine:
     x: int
 
 
-value = undefined_name + 1  # noqa: F821
+value = undefined_name + 1  # noqa: F821  # pyright: ignore[reportUndefinedVariable]

@@ -1,1 +1,1 @@
-import a_dependency_that_is_not_installed  # noqa: F401
+import a_dependency_that_is_not_installed  # noqa: F401  # pyright: ignore[reportMissingImports]
