@@ -41,14 +41,28 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class _State(NamedTuple):
-    dispatch: bool  # inside `unflatten_safe(jitted_fn)(...)`
     skip: bool  # an enclosing guarded method was judged an unflatten
     parent: _State | None
 
 
+# Inside `with unflatten_safe()` / an `@unflatten_safe` function: a context variable,
+# so that a block spanning `await`s stays with its asyncio task.
 _state: contextvars.ContextVar[_State | None] = contextvars.ContextVar(
     "typecheck_guard_unflatten_safe", default=None
 )
+_BLOCK = _State(False, None)
+_SKIP = _State(True, None)
+
+
+class _Dispatch(threading.local):
+    depth = 0
+
+
+# Inside `unflatten_safe(jitted_fn)(...)`: a thread-local depth. A jitted call is
+# synchronous, so no other task can run on this thread while it is set, and a
+# thread-local costs ~50 ns where a context-variable set and reset cost ~350 ns: this
+# runs on every call of the user's step.
+_dispatch = _Dispatch()
 
 # Code objects of Python unflatten functions of registered classes.
 _unflatten_codes: set[Any] = set()
@@ -97,31 +111,35 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     verdicts = VerdictCache()
     get_state = _state.get
     set_state = _state.set
+    reset_state = _state.reset
+    dispatch = _dispatch
     getframe = sys._getframe
     dispatch_code = _GuardedCall.__call__.__code__
     # `self` is not part of `__init__`'s verdict (it is an empty instance), but it is
     # all of `__post_init__`'s.
     drop_self = name == "__init__"
 
-    def run_unchecked(state: _State, args: tuple[Any, ...], kwargs: dict[str, Any]):
-        set_state(_State(state.dispatch, True, state))
+    def run_unchecked(state: _State | None, args: tuple[Any, ...], kwargs: dict[str, Any]):
+        token = set_state(_SKIP if state is None else _State(True, state))
         try:
             return unchecked(*args, **kwargs)
         finally:
-            set_state(state)
+            reset_state(token)
 
     def guard(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         state = get_state()
+        depth = dispatch.depth
         if state is None:
-            return checked(*args, **kwargs)
-        if state.skip:
+            if not depth:
+                return checked(*args, **kwargs)
+        elif state.skip:
             return unchecked(*args, **kwargs)
         if is_tracing():
             return checked(*args, **kwargs)
         code = getframe(1).f_code
         if code in _unflatten_codes or (
-            state.dispatch and (code is dispatch_code or _library_code(code))
+            depth and (code is dispatch_code or _library_code(code))
         ):
             return run_unchecked(state, args, kwargs)
         key = signature(args[1:] if drop_self else args, kwargs)
@@ -210,11 +228,9 @@ def unguard_all() -> None:
         _seen = 0
 
 
-def _enter(dispatch: bool) -> None:
+def _enter() -> None:
     parent = _state.get()
-    _state.set(
-        _State(dispatch or (parent is not None and parent.dispatch), False, parent)
-    )
+    _state.set(_BLOCK if parent is None else _State(False, parent))
 
 
 def _exit() -> None:
@@ -227,7 +243,7 @@ class _Context:
 
     def __enter__(self) -> None:
         _sync()
-        _enter(False)
+        _enter()
 
     def __exit__(self, *exc: Any) -> None:
         _exit()
@@ -247,13 +263,14 @@ class _GuardedCall:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        _sync()
-        parent = _state.get()
-        _state.set(_State(True, False, parent))
+        if _registry is None or len(_registry) != _seen:
+            _sync()
+        dispatch = _dispatch
+        dispatch.depth += 1
         try:
             return self.__wrapped__(*args, **kwargs)
         finally:
-            _state.set(parent)
+            dispatch.depth -= 1
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__wrapped__, name)
@@ -332,7 +349,7 @@ def unflatten_safe(fn: Any = None, /) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
-        _enter(False)
+        _enter()
         try:
             return fn(*args, **kwargs)
         finally:
