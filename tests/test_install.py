@@ -454,7 +454,10 @@ def test_seed_000_verbatim(installed, typecheck):
         return x
 
     n = 50
-    x = Node(list(range(n)), list(map(str, range(n))) + list(range(n)) + list(map(float, range(n))))
+    x = Node(
+        list(range(n)),
+        list(map(str, range(n))) + list(range(n)) + list(map(float, range(n))),
+    )
     out = f(x)
     typecheck.reset()
     for _ in range(20):

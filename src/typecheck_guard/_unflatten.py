@@ -119,7 +119,9 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     # all of `__post_init__`'s.
     drop_self = name == "__init__"
 
-    def run_unchecked(state: _State | None, args: tuple[Any, ...], kwargs: dict[str, Any]):
+    def run_unchecked(
+        state: _State | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ):
         token = set_state(_SKIP if state is None else _State(True, state))
         try:
             return unchecked(*args, **kwargs)
