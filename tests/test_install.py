@@ -71,6 +71,7 @@ def test_seed_node_still_checks_constructions(installed, typecheck):
         bad(jnp.ones(3))
 
 
+@pytest.mark.allow_runtime_typechecks
 def test_without_install_checks_run_every_call(typecheck):
     # The problem itself, as a regression test of our understanding of JAX.
     Node = _seed_node(typecheck)

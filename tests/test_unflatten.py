@@ -63,6 +63,7 @@ def _make(kind, typecheck):
     return cls, jax.jit(step), value
 
 
+@pytest.mark.allow_runtime_typechecks  # the unguarded comparison checks per call
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_wrapping_a_jitted_function(kind, typecheck):
     cls, step, value = _make(kind, typecheck)
@@ -182,6 +183,7 @@ def test_transform_outputs(transform, typecheck):
         assert calls_guarded < typecheck.calls
 
 
+@pytest.mark.allow_runtime_typechecks  # the unguarded comparison checks per call
 def test_chex_post_init_under_unflatten_safe(typecheck):
     @chex.dataclass
     class C:

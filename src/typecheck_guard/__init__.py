@@ -17,6 +17,10 @@ from ._pytree_cache import (
     pytree_cache_info as pytree_cache_info,
 )
 from ._register import register_dataclass as register_dataclass
+from ._runtime import (
+    RuntimeTypecheckError as RuntimeTypecheckError,
+    runtime_checks as runtime_checks,
+)
 from ._unflatten import unflatten_safe as unflatten_safe
 
 __version__ = "0.1.0"

@@ -1,0 +1,454 @@
+"""Seeing the typechecks that run while a jitted function is called, after tracing.
+
+A cache-hit call of a jitted function runs almost no Python: JAX's C++ dispatch
+flattens the inputs, runs the executable and unflattens the outputs, calling back
+into Python only for the flatten/unflatten functions of custom pytree nodes (and
+through them `__init__`, `__post_init__`, ...). So while such a call is in flight
+(a *window*, opened by the wrappers of `_jitwrap.py`) we install a profile function
+(`sys.setprofile`, this thread only) that looks at each Python function entered and
+recognises checker code by its code object:
+
+- jaxtyping: the `wrapped_fn_impl` closure of `jaxtyping.jaxtyped` (it runs only when
+  a check runs: with `jaxtyping_disable` jaxtyping calls the function directly);
+- beartype: its generated wrappers, whose filename is `<@beartype(module.qualname) at
+  0x...>`;
+- typeguard: 2.x's `typechecked` wrappers and `check_argument_types` /
+  `check_return_type` / `check_type`, 4.x's `typeguard._functions` checks;
+- jaxtyping's `isinstance(x, PyTree[...])` / `isinstance(x, Float[Array, ...])`
+  (`__instancecheck__` of their metaclasses, looked up live so that a later patch of
+  them is seen too).
+
+The first checker entered is one *check*; checkers it calls (beartype under
+jaxtyping, the `PyTree` check under beartype) are part of it. We time it from its
+`call` event to its `return` event.
+
+Tracing is never flagged: a window stops watching as soon as the jitted function's
+own body is entered (its code object is registered when the jitted callable is
+created, and the body runs only while JAX traces it), and a check that starts while
+`is_tracing()` is skipped.
+
+Checks that `unflatten_safe` runs on purpose (the first time its verdict cache sees
+a signature, recognised by its guard's frame having computed a verdict `key`) are
+not counted; a guarded class checked outside `unflatten_safe` still is.
+
+Cost: the profile function is a dict lookup per Python call, so a cache-hit
+`jax.jit` call (no Python at all) pays for the wrapper and two `sys.setprofile`
+calls; wrappers that run Python on every call (`equinox.filter_jit`,
+`flax.nnx.jit`, `jax.pmap`) run that Python under the profiler, about twice as slow
+on CPython 3.11, where any profile function slows the interpreter loop. We never
+walk the stack while watching; we walk it only to report a check.
+"""
+
+from __future__ import annotations
+
+import functools as ft
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import time
+from types import CodeType, FrameType
+from typing import Any, Final, NamedTuple
+
+from ._errors import PRIVATE_API_CHANGED
+
+__all__ = ["Check", "Window", "prepare", "register_body"]
+
+# What a code object is, for the profile function. `_PLAIN` is falsy: the hot path
+# tests `if kind:`.
+_PLAIN: Final = 0
+_JAXTYPING: Final = 1
+_BEARTYPE: Final = 2
+_TYPEGUARD: Final = 3
+_ISINSTANCE: Final = 4
+_BODY: Final = 5  # the body of a jitted function: JAX is tracing it
+
+_CHECKER_NAMES: Final = {
+    _JAXTYPING: "jaxtyping",
+    _BEARTYPE: "beartype",
+    _TYPEGUARD: "typeguard",
+    _ISINSTANCE: "jaxtyping",
+}
+
+# code -> kind, filled lazily. Code objects seen inside windows are few (a cache-hit
+# call runs little Python); we still bound the table.
+_kinds: dict[CodeType, int] = {}
+_MAX_KINDS: Final = 50_000
+# Checker and exempt code objects found by `prepare()`.
+_known: dict[CodeType, int] = {}
+# Code objects of the functions jitted while the guard is on.
+_bodies: set[CodeType] = set()
+_instancecheck_owners: list[type] = []
+# The code of `unflatten_safe`'s per-class guard (`_unflatten._make_guard.guard`).
+_guard_code: CodeType | None = None
+_is_tracing: Any = None
+_library_dirs: tuple[str, ...] = ()
+
+_BEARTYPE_PREFIX: Final = "<@beartype("
+_TYPEGUARD_FUNCTIONS: Final = frozenset(
+    {
+        "wrapper",
+        "async_wrapper",
+        "check_argument_types",
+        "check_return_type",
+        "check_type",
+        "check_yield_type",
+        "check_send_type",
+        "check_variable_assignment",
+    }
+)
+
+
+class Check(NamedTuple):
+    """One runtime check seen in a window."""
+
+    checked: str
+    """What was checked: `module.Class.__init__`, `module.function`, or
+    `isinstance(..., PyTree[...]) in module.function`."""
+    checker: str
+    """`"jaxtyping with beartype"`, `"typeguard"`, ..."""
+    kind: str
+    """`"constructor"` (an `__init__` / `__post_init__`), `"function"` or
+    `"isinstance"`."""
+    seconds: float
+
+
+def _nested_code(code: CodeType, name: str) -> CodeType | None:
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            if const.co_name == name:
+                return const
+            found = _nested_code(const, name)
+            if found is not None:
+                return found
+    return None
+
+
+def _changed(what: str, package: str, found: str | None) -> RuntimeError:
+    from ._versions import spec
+
+    return RuntimeError(
+        PRIVATE_API_CHANGED.format(
+            what=what, package=package, found=found or "unknown", supported=spec(package)
+        )
+    )
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
+    from ._versions import installed
+
+    codes: dict[CodeType, int] = {}
+    owners: list[type] = []
+
+    import jaxtyping
+    from jaxtyping import _decorator
+
+    impl = _nested_code(_decorator.jaxtyped.__code__, "wrapped_fn_impl")
+    if impl is None:
+        raise _changed(
+            "jaxtyping._decorator.jaxtyped (its nested `wrapped_fn_impl`, which runs "
+            "each check)",
+            "jaxtyping",
+            installed("jaxtyping"),
+        )
+    codes[impl] = _JAXTYPING
+    for module, name in (
+        ("jaxtyping._pytree_type", "_MetaPyTree"),
+        ("jaxtyping._array_types", "_MetaAbstractArray"),
+    ):
+        owner = getattr(importlib.import_module(module), name, None)
+        if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
+            raise _changed(f"{module}.{name}.__instancecheck__", "jaxtyping", installed("jaxtyping"))
+        owners.append(owner)
+    del jaxtyping
+
+    if _installed("typeguard"):
+        import typeguard
+
+        if hasattr(typeguard, "TypeCheckMemo"):  # 4.x: instrumented code calls these
+            from typeguard import _functions
+
+            sources: list[Any] = [getattr(_functions, n, None) for n in _TYPEGUARD_FUNCTIONS]
+        else:  # 2.x: wrappers, and the functions users call directly
+            sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
+            typechecked = getattr(typeguard, "typechecked", None)
+            wrapper = (
+                _nested_code(typechecked.__code__, "wrapper")
+                if hasattr(typechecked, "__code__")
+                else None
+            )
+            if wrapper is None:
+                raise _changed(
+                    "typeguard.typechecked (its nested `wrapper`)",
+                    "typeguard",
+                    installed("typeguard"),
+                )
+            codes[wrapper] = _TYPEGUARD
+            async_wrapper = _nested_code(typechecked.__code__, "async_wrapper")
+            if async_wrapper is not None:
+                codes[async_wrapper] = _TYPEGUARD
+        for fn in sources:
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                codes[code] = _TYPEGUARD
+
+    if _installed("beartype"):
+        from beartype import beartype
+
+        def probe(x: int) -> int:
+            return x
+
+        filename = beartype(probe).__code__.co_filename
+        if not filename.startswith(_BEARTYPE_PREFIX):
+            raise _changed(
+                f"beartype's generated wrappers being named '{_BEARTYPE_PREFIX}...' "
+                f"(found {filename!r})",
+                "beartype",
+                installed("beartype"),
+            )
+
+    from . import _unflatten
+
+    return codes, owners, _nested_code(_unflatten._make_guard.__code__, "guard")
+
+
+def _package_dirs() -> tuple[str, ...]:
+    dirs = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "")]
+    for name in ("jax", "jaxlib", "equinox", "flax"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
+    return tuple(dirs)
+
+
+def prepare() -> None:
+    """Find the checkers' code objects (checking that they still look the way we
+    expect) and JAX's tracing state. Called when the guard is switched on."""
+    global _is_tracing, _library_dirs, _guard_code
+    from ._jaxcompat import make_is_tracing
+
+    codes, owners, _guard_code = _find_codes()
+    _is_tracing = make_is_tracing()
+    _library_dirs = _package_dirs()
+    _known.clear()
+    _known.update(codes)
+    _instancecheck_owners[:] = owners
+    _kinds.clear()
+
+
+def _body_code(fun: Any) -> CodeType | None:
+    seen = 0
+    while seen < 100:
+        seen += 1
+        if isinstance(fun, ft.partial):
+            fun = fun.func
+            continue
+        inner = getattr(fun, "__wrapped__", None)
+        if inner is not None and inner is not fun:
+            fun = inner
+            continue
+        break
+    fun = getattr(fun, "__func__", fun)
+    code = getattr(fun, "__code__", None)
+    if code is None and not isinstance(fun, type):
+        call = getattr(type(fun), "__call__", None)
+        code = getattr(getattr(call, "__func__", call), "__code__", None)
+    return code if isinstance(code, CodeType) else None
+
+
+def register_body(fun: Any) -> None:
+    """Remember the code of a function being jitted: entering it means tracing."""
+    code = _body_code(fun)
+    if code is not None and code not in _bodies:
+        _bodies.add(code)
+        _kinds.pop(code, None)
+
+
+def _classify(code: CodeType) -> int:
+    kind = _known.get(code)
+    if kind is None:
+        if code in _bodies:
+            kind = _BODY
+        elif code.co_filename.startswith(_BEARTYPE_PREFIX):
+            kind = _BEARTYPE
+        elif code.co_name == "__instancecheck__" and any(
+            getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
+            for owner in _instancecheck_owners
+        ):
+            kind = _ISINSTANCE
+        else:
+            kind = _PLAIN
+    if len(_kinds) >= _MAX_KINDS:
+        _kinds.clear()
+    _kinds[code] = kind
+    return kind
+
+
+def _qualified(obj: Any) -> str:
+    qualname = getattr(obj, "__qualname__", None)
+    if qualname is None:
+        return repr(obj)
+    module = getattr(obj, "__module__", None)
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _function_of(frame: FrameType | None) -> str:
+    if frame is None:
+        return "<unknown>"
+    code = frame.f_code
+    module = frame.f_globals.get("__name__")
+    qualname = getattr(code, "co_qualname", code.co_name)
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
+    """(what was checked, the checker's name). Runs only when a check is seen."""
+    code = frame.f_code
+    if kind == _JAXTYPING:
+        return _qualified(frame.f_locals.get("fn")), "jaxtyping"
+    if kind == _BEARTYPE:
+        name = code.co_filename[len(_BEARTYPE_PREFIX) :]
+        return name.rsplit(") at ", 1)[0], "beartype"
+    if kind == _ISINSTANCE:
+        cls = frame.f_locals.get(code.co_varnames[0]) if code.co_varnames else None
+        return f"isinstance(..., {cls!r}) in {_function_of(frame.f_back)}", "jaxtyping"
+    # typeguard
+    local = frame.f_locals
+    if code.co_name in ("wrapper", "async_wrapper"):
+        return _qualified(local.get("python_func", local.get("func"))), "typeguard"
+    if isinstance(local.get("func_name"), str):  # 4.x
+        return local["func_name"], "typeguard"
+    if code.co_name == "check_type":
+        return (
+            f"check_type(..., {local.get('expected_type')!r}) in "
+            f"{_function_of(frame.f_back)}",
+            "typeguard",
+        )
+    return _function_of(frame.f_back), "typeguard"
+
+
+def _deliberate(frame: FrameType) -> bool:
+    """Whether `unflatten_safe`'s guard runs this check to fill its verdict cache.
+
+    The guard reaches `checked(...)` with a verdict `key` bound only on that path
+    (a key of `None` means "can't cache", and the check then runs on every call).
+    Its frame is within a few frames of the checker's: jaxtyping's and the
+    checker's wrappers sit in between.
+    """
+    caller = frame.f_back
+    for _ in range(4):
+        if caller is None:
+            return False
+        if caller.f_code is _guard_code:
+            return caller.f_locals.get("key") is not None
+        caller = caller.f_back
+    return False
+
+
+def _kind_of(checked: str, kind: int) -> str:
+    if kind == _ISINSTANCE or checked.startswith("isinstance(") or checked.startswith("check_type("):
+        return "isinstance"
+    if checked.endswith((".__init__", ".__post_init__")):
+        return "constructor"
+    return "function"
+
+
+class Window:
+    """Watches one call of a jitted function, on the calling thread.
+
+    `event` is the profile function; everything else runs only when a check is
+    seen.
+    """
+
+    __slots__ = ("checks", "_active", "_checked", "_checkers", "_kind", "_start", "_exempt")
+
+    def __init__(self) -> None:
+        self.checks: list[Check] = []
+        self._active: FrameType | None = None
+        self._exempt: FrameType | None = None
+        self._checked = ""
+        self._checkers: list[str] = []
+        self._kind = _PLAIN
+        self._start = 0.0
+
+    def event(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            kind = _kinds.get(code)
+            if kind is None:
+                kind = _classify(code)
+            if kind:
+                self._enter(frame, kind)
+        elif event == "return":
+            if frame is self._active:
+                self._leave()
+            elif frame is self._exempt:
+                self._exempt = None
+
+    def _enter(self, frame: FrameType, kind: int) -> None:
+        if kind == _BODY:
+            # JAX is tracing the jitted function: nothing from here to the end of
+            # this call is a cache-hit check, and tracing under a profile function
+            # is slow. The wrapper that opened the window puts `None` back anyway.
+            sys.setprofile(None)
+            return
+        if self._exempt is not None:
+            return
+        try:
+            if self._active is not None:
+                name = _CHECKER_NAMES[kind]
+                if name not in self._checkers:
+                    self._checkers.append(name)
+                return
+            if _is_tracing is not None and _is_tracing():
+                return
+            if _deliberate(frame):
+                self._exempt = frame
+                return
+            self._checked, checker = _describe(frame, kind)
+            self._checkers = [checker]
+            self._kind = kind
+            self._active = frame
+        except Exception:  # never let the guard break the user's call
+            self._checked, self._checkers, self._kind = "<unknown>", ["?"], kind
+            self._active = frame
+        self._start = time.perf_counter()
+
+    def _leave(self) -> None:
+        seconds = time.perf_counter() - self._start
+        checked = self._checked
+        self.checks.append(
+            Check(checked, " with ".join(self._checkers), _kind_of(checked, self._kind), seconds)
+        )
+        self._active = None
+
+
+def is_library(filename: str) -> bool:
+    return filename.startswith(_library_dirs)
+
+
+def call_site(frame: FrameType | None) -> str:
+    """`path:line` of the first frame outside JAX, Equinox, Flax and us."""
+    while frame is not None and is_library(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    filename = frame.f_code.co_filename
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive, on Windows
+        relative = filename
+    if not relative.startswith(".."):
+        filename = relative
+    return f"{filename}:{frame.f_lineno}"
+
+
+def describe_jitted(transform: str, fun: Any) -> str:
+    if inspect.ismethod(fun):
+        fun = fun.__func__
+    return f"{transform}({_qualified(fun)})"
