@@ -316,7 +316,8 @@ def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
         return name.rsplit(") at ", 1)[0], "beartype"
     if kind == _ISINSTANCE:
         cls = frame.f_locals.get(code.co_varnames[0]) if code.co_varnames else None
-        return f"isinstance(..., {cls!r}) in {_function_of(frame.f_back)}", "jaxtyping"
+        name = getattr(cls, "__name__", None) or repr(cls)
+        return f"isinstance(..., {name}) in {_function_of(frame.f_back)}", "jaxtyping"
     # typeguard
     local = frame.f_locals
     if code.co_name in ("wrapper", "async_wrapper"):

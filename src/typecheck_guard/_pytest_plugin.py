@@ -169,6 +169,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 def _phase(item: pytest.Item) -> Any:
+    __tracebackhide__ = True
     recorder = item.config.stash.get(_RECORDER, None)
     if recorder is None:
         return (yield)
@@ -199,16 +200,19 @@ def _phase(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Any:
+    __tracebackhide__ = True
     return (yield from _phase(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
+    __tracebackhide__ = True
     return (yield from _phase(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Any:
+    __tracebackhide__ = True
     return (yield from _phase(item))
 
 

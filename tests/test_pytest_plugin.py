@@ -1,0 +1,400 @@
+"""The pytest plugin, tested by running pytest inside pytest (`pytester`).
+
+Each inner session runs in this process, with its own recorder: what its tests run
+is judged by its own `--typecheck-guard` mode, not by this suite's.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+# Imported here so that pytester's in-process runs find them in `sys.modules` and
+# don't re-execute them (which would register their pytree classes a second time).
+import chex  # noqa: F401
+import equinox  # noqa: F401
+import flax.nnx  # noqa: F401
+import flax.struct  # noqa: F401
+import jax  # noqa: F401
+import pytest
+
+import typecheck_guard
+
+# A flagged check at every transform and registration the issue names. The classes
+# annotate only what Equinox's and NNX's placeholder trees keep (they rebuild nodes
+# with booleans or None in place of arrays); the seed class goes through jax.jit.
+FLAGGED = '''
+import functools as ft
+
+import chex
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from flax import nnx, struct
+from jaxtyping import Array, ArrayLike, Float, Int, PyTree, jaxtyped
+from typeguard import typechecked
+
+
+# Seed 000, as reported: a jaxtyped flax.struct returned from jax.jit, no install().
+@ft.partial(jaxtyped, typechecker=typechecked)
+@struct.dataclass
+class SeedNode:
+    x: list[Int[ArrayLike, ""]]
+    y: list[str | int | float] = struct.field(pytree_node=False)
+
+
+@jax.jit
+def seed_step(x: SeedNode):
+    return x
+
+
+@jax.tree_util.register_pytree_node_class
+class CustomNode:
+    @jaxtyped(typechecker=beartype)
+    def __init__(self, x, scale: float):
+        self.x = x
+        self.scale = scale
+
+    def tree_flatten(self):
+        return (self.x,), self.scale
+
+    @classmethod
+    def tree_unflatten(cls, scale, children):
+        return cls(*children, scale)
+
+
+@chex.dataclass
+class ChexState:
+    x: jax.Array
+
+    @jaxtyped(typechecker=beartype)
+    def __post_init__(self) -> None:
+        pass
+
+
+TRANSFORMS = {"jit": jax.jit, "filter_jit": eqx.filter_jit, "nnx_jit": nnx.jit}
+
+
+def test_seed_struct():
+    x = SeedNode([1, 2, 3], ["a", 1, 2.0])
+    seed_step(x)
+    seed_step(x)
+
+
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+def test_custom(transform):
+    step = TRANSFORMS[transform](lambda s: s)
+    state = step(step(CustomNode(jnp.ones(3), 0.5)))
+    step(state)
+
+
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+def test_chex(transform):
+    step = TRANSFORMS[transform](lambda s: s)
+    state = step(step(ChexState(x=jnp.ones(3))))
+    step(state)
+'''
+
+# Nothing here runs a check per call.
+CLEAN = '''
+import warnings
+
+import typecheck_guard
+
+with warnings.catch_warnings():
+    # In-process, the classes of earlier inner sessions are still registered.
+    warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+    typecheck_guard.install()  # before the classes: they unflatten through __new__
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from flax import nnx, struct
+from jaxtyping import Array, Float, PyTree, jaxtyped
+
+
+@jaxtyped(typechecker=beartype)
+@struct.dataclass
+class Adapted:
+    params: PyTree[Float[Array, "..."]]
+    step: Float[Array, ""]
+
+
+class Module(eqx.Module):
+    w: Float[Array, "n"]
+
+    @jaxtyped(typechecker=beartype)
+    def __init__(self, w: Float[Array, "n"]):
+        self.w = w
+
+
+@jax.jit
+@jaxtyped(typechecker=beartype)
+def traced_only(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    return x * 2
+
+
+def test_equinox_modules():
+    for transform in (jax.jit, eqx.filter_jit, nnx.jit):
+        step = transform(lambda m: m)
+        step(step(step(Module(jnp.ones(3)))))
+
+
+def test_installed_classes():
+    step = jax.jit(lambda s: s.replace(step=s.step + 1))
+    step(step(step(Adapted({"a": jnp.ones(2)}, jnp.zeros(())))))
+
+
+def test_checks_only_while_tracing():
+    for n in (2, 3, 3, 3):
+        traced_only(jnp.ones(n))
+'''
+
+MARKED = '''
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from jaxtyping import jaxtyped
+
+
+@jax.tree_util.register_pytree_node_class
+class Node:
+    @jaxtyped(typechecker=beartype)
+    def __init__(self, x, scale: float):
+        self.x = x
+        self.scale = scale
+
+    def tree_flatten(self):
+        return (self.x,), self.scale
+
+    @classmethod
+    def tree_unflatten(cls, scale, children):
+        return cls(*children, scale)
+
+
+STEP = jax.jit(lambda s: s)
+
+
+@pytest.mark.allow_runtime_typechecks
+def test_marked():
+    STEP(STEP(STEP(Node(jnp.ones(2), 1.0))))
+
+
+def test_unmarked():
+    STEP(STEP(STEP(Node(jnp.ones(2), 1.0))))
+'''
+
+
+def _ran(result: pytest.RunResult) -> str:
+    return result.stdout.str()
+
+
+def test_strict_flags_every_registration_and_transform(pytester: pytest.Pytester):
+    pytester.makepyfile(test_flagged=FLAGGED)
+    result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=7)
+    out = _ran(result)
+    expected = {
+        "test_seed_struct": ("test_flagged.SeedNode.__init__", "jaxtyping with typeguard", "jax.jit(test_flagged.seed_step)"),
+    }
+    for transform, label in (
+        ("jit", "jax.jit"),
+        ("filter_jit", "equinox.filter_jit"),
+        ("nnx_jit", "flax.nnx.jit"),
+    ):
+        expected[f"test_custom[{transform}]"] = (
+            "test_flagged.CustomNode.__init__",
+            "jaxtyping with beartype",
+            f"{label}(test_flagged.test_custom.<locals>.<lambda>)",
+        )
+        expected[f"test_chex[{transform}]"] = (
+            "test_flagged.ChexState.__post_init__",
+            "jaxtyping with beartype",
+            f"{label}(test_flagged.test_chex.<locals>.<lambda>)",
+        )
+    for test, (checked, checker, jitted) in expected.items():
+        # Each failure names the class, the checker, the jitted function and the
+        # line of the call that ran the check.
+        result.stdout.fnmatch_lines(
+            [f"*{checked} was typechecked by {checker} while {jitted} was called*"]
+        )
+        assert f"FAILED test_flagged.py::{test} - typecheck_guard.Runtime" in out
+    assert "called at test_flagged.py:" in out
+    assert "typecheck_guard.install()" in out
+    # The session summary: one line per site, with counts and times.
+    result.stdout.fnmatch_lines(
+        [
+            "*typecheck-guard: typechecks run at dispatch time*",
+            "*checks*time*site*",
+            "*typecheck-guard: * runtime typechecks at * sites, * ms in all (--typecheck-guard=strict).",
+        ]
+    )
+
+
+def test_strict_passes_clean_code(pytester: pytest.Pytester):
+    pytester.makepyfile(test_clean=CLEAN)
+    result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["typecheck-guard: no typecheck ran in a jitted call outside tracing (--typecheck-guard=strict)."]
+    )
+    typecheck_guard.uninstall()
+
+
+def test_marker_exempts_a_test(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_marked.py::test_unmarked - *"])
+    # Both tests' checks are counted; the marked test's are listed as allowed.
+    result.stdout.fnmatch_lines(["*test_marked.Node.__init__*; 1 test, allowed"])
+
+
+# In-process runs inherit this suite's `filterwarnings = error`; a user's session
+# starts from Python's defaults.
+inner_warnings_default = pytest.mark.filterwarnings("default::pytest.PytestWarning")
+
+
+@inner_warnings_default
+def test_warn_warns_and_passes(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    result = pytester.runpytest("--typecheck-guard=warn", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*RuntimeTypecheckWarning: typecheck_guard: a typecheck ran at dispatch time*",
+            "*test_marked.Node.__init__ was typechecked by jaxtyping with beartype*",
+        ]
+    )
+
+
+def test_warn_is_an_error_under_filterwarnings_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    result = pytester.runpytest("--typecheck-guard=warn", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+
+
+@pytest.mark.allow_runtime_typechecks  # the inner session, off, leaves its checks to us
+def test_off_does_nothing(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    for args in (["--typecheck-guard=off"], []):
+        result = pytester.runpytest(*args, "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=2)
+        assert "typecheck-guard:" not in _ran(result)
+        assert "RuntimeTypecheck" not in _ran(result)
+
+
+def test_off_imports_and_patches_nothing(pytester: pytest.Pytester):
+    # A fresh interpreter: with the plugin off, pytest's startup imports no jax.
+    pytester.makepyfile(
+        test_startup="""
+        import sys
+
+        def test_nothing_imported():
+            assert "typecheck_guard._jitwrap" not in sys.modules
+            assert "jax" not in sys.modules, sorted(m for m in sys.modules if "jax" in m)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+@inner_warnings_default
+def test_ini_mirror(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    pytester.makeini("[pytest]\ntypecheck_guard = strict\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["typecheck-guard: strict"])  # the report header
+    # The command line wins over the ini file.
+    result = pytester.runpytest("--typecheck-guard=warn", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, warnings=1)
+
+
+def test_pyproject_mirror(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntypecheck_guard = "strict"\n')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+
+
+def test_unknown_value_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_marked=MARKED)
+    result = pytester.runpytest("--typecheck-guard=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--typecheck-guard: invalid choice: 'sometimes' (choose from *off*warn*strict*"]
+    )
+
+    pytester.makeini("[pytest]\ntypecheck_guard = sometimes\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*typecheck_guard = 'sometimes' in *tox.ini*: the plugin's modes are 'off'*'warn' and 'strict'*"]
+    )
+
+
+def test_a_swallowed_error_still_fails_the_test(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_swallow=MARKED
+        + textwrap.dedent(
+            """
+            def test_swallows():
+                try:
+                    STEP(STEP(STEP(Node(jnp.ones(2), 1.0))))
+                except Exception:
+                    pass
+            """
+        )
+    )
+    result = pytester.runpytest(
+        "--typecheck-guard=strict", "-p", "no:cacheprovider", "-k", "swallows"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_swallows _*",
+            "typecheck_guard: a typecheck ran at dispatch time, not at trace time.",
+            "- test_swallow.Node.__init__ was typechecked by *",
+        ]
+    )
+
+
+def test_jitted_in_conftest_and_fixtures_is_covered(pytester: pytest.Pytester):
+    # The plugin switches the guard on before conftest files are imported.
+    pytester.makeconftest(
+        MARKED.replace("@pytest.mark.allow_runtime_typechecks", "").split("def test_marked")[0]
+        + textwrap.dedent(
+            """
+            @pytest.fixture
+            def state():
+                state = STEP(STEP(Node(jnp.ones(2), 1.0)))
+                yield STEP(state)  # setup: flagged
+            """
+        )
+    )
+    pytester.makepyfile(
+        test_fixture="""
+        def test_uses_fixture(state):
+            pass
+        """
+    )
+    result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*conftest.Node.__init__ was typechecked*called at conftest.py:*"])
+    # Our hook wrappers are hidden from the traceback.
+    assert "_pytest_plugin.py" not in _ran(result)
+
+
+def test_plugin_is_registered_under_pytest11():
+    from importlib.metadata import entry_points
+
+    (entry,) = [e for e in entry_points(group="pytest11") if e.name == "typecheck_guard"]
+    assert entry.value == "typecheck_guard._pytest_plugin"
+    assert sys.modules.get(entry.value) is not None

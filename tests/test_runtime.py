@@ -1,0 +1,461 @@
+"""runtime_checks(level): which checks it sees during a jitted call, the levels,
+and how the setting nests and stays per thread / per task.
+
+Every test here that makes a check run at dispatch time on purpose carries
+`allow_runtime_typechecks`: the suite itself runs under the plugin's strict mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools as ft
+import logging
+import pickle
+import subprocess
+import sys
+import threading
+
+import chex
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from flax import nnx, struct
+from jaxtyping import Array, Float, PyTree, jaxtyped
+
+import typecheck_guard
+from typecheck_guard._runtime import _level
+
+allow_checks = pytest.mark.allow_runtime_typechecks
+
+
+def _seed_node(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Node:
+        params: PyTree[Float[Array, "..."]]
+        step: Float[Array, ""]
+
+    return Node
+
+
+def _node_value(Node):
+    return Node({"a": jnp.ones(2)}, jnp.zeros(()))
+
+
+def _cached(step, value):
+    """`step` traced and compiled: the next call with `value` is a cache hit."""
+    return step(step(value))
+
+
+@allow_checks
+def test_disallow_names_class_checker_jitted_and_call_site(typecheck):
+    Node = _seed_node(typecheck)
+
+    def step(s):
+        return s.replace(step=s.step + 1)
+
+    step = jax.jit(step)
+    state = _cached(step, _node_value(Node))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)  # the call site
+    error = info.value
+    assert error.checked.endswith("_seed_node.<locals>.Node.__init__")
+    assert error.checker == f"jaxtyping with {typecheck.name}"
+    assert error.jitted.startswith("jax.jit(") and error.jitted.endswith(".step)")
+    assert error.call_site.endswith(f"test_runtime.py:{_line_of('step(state)  # the call')}")
+    text = str(error)
+    for part in ("Node.__init__", typecheck.name, "jax.jit(", "test_runtime.py:"):
+        assert part in text
+    assert "typecheck_guard.install()" in text and "unflatten_safe" in text
+    assert 'runtime_checks("disallow")' in text
+
+
+def _line_of(snippet: str) -> int:
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if snippet in line and "_line_of" not in line:
+                return number
+    raise AssertionError(snippet)
+
+
+@allow_checks
+def test_allow_is_the_default_and_lets_checks_run(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    assert _level.get() == "allow"
+    typecheck.reset()
+    with typecheck_guard.runtime_checks("allow"):
+        step(state)
+    assert typecheck.calls > 0
+
+
+@allow_checks
+def test_log_logs_each_site_once(typecheck, caplog):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(5):
+            state = step(state)
+    records = [r for r in caplog.records if r.name == "typecheck_guard"]
+    assert len(records) == 1
+    assert "Node.__init__" in records[0].getMessage()
+    assert "unflatten_safe" in records[0].getMessage()
+
+
+def test_checks_while_tracing_are_never_flagged(typecheck):
+    @jax.jit
+    @jaxtyped(typechecker=typecheck)
+    def double(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        return x * 2
+
+    with typecheck_guard.runtime_checks("disallow"):
+        typecheck.reset()
+        double(jnp.ones(3))
+        first = typecheck.calls
+        double(jnp.ones(4))  # a new shape: traced, checked again
+        assert first > 0 and typecheck.calls == 2 * first
+        double(jnp.ones(4))  # cached: nothing runs
+        assert typecheck.calls == 2 * first
+
+
+def test_installed_classes_and_equinox_modules_pass(installed, typecheck):
+    Node = _seed_node(typecheck)
+
+    class Module(eqx.Module):
+        w: Float[Array, "n"]
+
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, w: Float[Array, "n"]):
+            self.w = w
+
+    with typecheck_guard.runtime_checks("disallow"):
+        for transform in (jax.jit, eqx.filter_jit):
+            for value in (_node_value(Node), Module(jnp.ones(3))):
+                step = transform(lambda s: s)
+                _cached(step, value)
+
+
+def test_unflatten_safe_passes(typecheck):
+    Node = _seed_node(typecheck)
+    state = _node_value(Node)
+    guarded = typecheck_guard.unflatten_safe(jax.jit(lambda s: s))
+    step = jax.jit(lambda s: s)
+    with typecheck_guard.runtime_checks("disallow"):
+        _cached(guarded, state)
+        # The first unflatten of a signature is checked on purpose, to fill the
+        # verdict cache: not a per-call check.
+        with typecheck_guard.unflatten_safe():
+            _cached(step, state)
+
+
+@allow_checks
+def test_guarded_class_outside_unflatten_safe_is_flagged(typecheck):
+    Node = _seed_node(typecheck)
+    state = _node_value(Node)
+    with typecheck_guard.unflatten_safe():  # guards Node.__init__ from now on
+        pass
+    step = jax.jit(lambda s: s)
+    state = _cached(step, state)
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="Node.__init__"):
+            step(state)
+
+
+def _custom(typecheck):
+    @jax.tree_util.register_pytree_node_class
+    class Custom:
+        # Only the aux data is annotated: Equinox and NNX rebuild the node with
+        # placeholders (booleans, None) in place of the arrays.
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x, scale: float):
+            self.x = x
+            self.scale = scale
+
+        def tree_flatten(self):
+            return (self.x,), self.scale
+
+        @classmethod
+        def tree_unflatten(cls, scale, children):
+            return cls(*children, scale)
+
+    return Custom
+
+
+def _chex(typecheck):
+    @chex.dataclass
+    class C:
+        x: jax.Array
+
+        @jaxtyped(typechecker=typecheck)
+        def __post_init__(self) -> None:
+            pass
+
+    return C
+
+
+TRANSFORMS = {
+    "jax.jit": lambda f: jax.jit(f),
+    "equinox.filter_jit": lambda f: eqx.filter_jit(f),
+    "flax.nnx.jit": lambda f: nnx.jit(f),
+    "jax.pmap": lambda f: jax.pmap(f),
+}
+
+
+@allow_checks
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+@pytest.mark.parametrize("kind", ["custom", "chex"])
+def test_every_transform_is_watched(transform, kind, typecheck):
+    x = jnp.ones((1, 3))
+    if kind == "custom":
+        value, name = _custom(typecheck)(x, 0.5), "Custom.__init__"
+    else:
+        value, name = _chex(typecheck)(x=x), "C.__post_init__"
+    step = TRANSFORMS[transform](lambda s: s)
+    state = _cached(step, value)
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    assert info.value.checked.endswith(name)
+    assert info.value.jitted.startswith(transform + "(")
+    assert info.value.call_site.rsplit(":", 1)[0].endswith("test_runtime.py")
+
+
+def _node_with_checked_unflatten(unflatten_check):
+    @jax.tree_util.register_pytree_node_class
+    class Checked:
+        def __init__(self, x):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            unflatten_check(children[0])
+            obj = object.__new__(cls)
+            obj.x = children[0]
+            return obj
+
+    return Checked
+
+
+@allow_checks
+def test_checked_functions_and_pytree_isinstance_in_an_unflatten():
+    import typeguard
+
+    def by_beartype():
+        @beartype
+        def leaf_ok(x: jax.Array) -> None:
+            pass
+
+        return leaf_ok, "leaf_ok", "beartype"
+
+    def by_typeguard():
+        @typeguard.typechecked
+        def leaf_ok(x: jax.Array) -> None:
+            pass
+
+        return leaf_ok, "leaf_ok", "typeguard"
+
+    def by_isinstance():
+        def leaf_ok(x):
+            assert isinstance(x, PyTree[Float[Array, "..."]])
+
+        return leaf_ok, "isinstance(..., PyTree[", "jaxtyping"
+
+    for make in (by_beartype, by_typeguard, by_isinstance):
+        check, checked, checker = make()
+        Checked = _node_with_checked_unflatten(check)
+        step = jax.jit(lambda s: s)
+        state = _cached(step, Checked(jnp.ones(2)))
+        with typecheck_guard.runtime_checks("disallow"):
+            with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+                step(state)
+        assert checked in info.value.checked
+        assert info.value.checker == checker
+        assert "flatten or unflatten" in str(info.value)
+
+
+@allow_checks
+def test_one_error_counts_every_check_of_the_call(typecheck):
+    Custom = _custom(typecheck)
+    step = jax.jit(lambda a, b, c: (a, b, c))
+    state = _cached(lambda s: step(*s), tuple(Custom(jnp.ones(2), 0.5) for _ in range(3)))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(*state)
+    ((count, seconds),) = info.value.sites.values()
+    assert count == 3 and seconds > 0
+
+
+def test_unknown_level_is_a_clear_value_error():
+    for bad in ("sometimes", "Disallow", None, 1):
+        with pytest.raises(ValueError, match=r"unknown level.*'allow'|\"allow\"") as info:
+            typecheck_guard.runtime_checks(bad)  # type: ignore[arg-type]
+        for level in ("allow", "log", "disallow"):
+            assert f'"{level}"' in str(info.value)
+    assert _level.get() == "allow"
+
+
+def test_levels_nest_and_restore_on_error():
+    assert _level.get() == "allow"
+    with typecheck_guard.runtime_checks("log"):
+        assert _level.get() == "log"
+        with pytest.raises(KeyError):
+            with typecheck_guard.runtime_checks("disallow") as setting:
+                assert _level.get() == "disallow"
+                assert repr(setting) == "typecheck_guard.runtime_checks('disallow')"
+                raise KeyError
+        assert _level.get() == "log"
+    assert _level.get() == "allow"
+
+
+def test_bare_call_sets_the_level_for_this_context():
+    def body():
+        typecheck_guard.runtime_checks("log")
+        return _level.get()
+
+    import contextvars
+
+    context = contextvars.copy_context()
+    assert context.run(body) == "log"
+    assert context[_level] == "log"
+    assert _level.get() == "allow"
+
+
+@allow_checks
+def test_threads_are_isolated(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    inside, done = threading.Event(), threading.Event()
+    seen = []
+
+    def other():
+        inside.wait()
+        seen.append(_level.get())
+        try:
+            step(state)  # this thread is at "allow": no error
+            seen.append("ran")
+        except Exception as e:  # pragma: no cover - the failure we test against
+            seen.append(e)
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with typecheck_guard.runtime_checks("disallow"):
+        inside.set()
+        done.wait()
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError):
+            step(state)
+    thread.join()
+    assert seen == ["allow", "ran"]
+
+
+def test_asyncio_tasks_are_isolated():
+    async def strict():
+        with typecheck_guard.runtime_checks("disallow"):
+            await asyncio.sleep(0.01)
+            return _level.get()
+
+    async def plain():
+        await asyncio.sleep(0.005)
+        return _level.get()
+
+    async def main():
+        return await asyncio.gather(strict(), plain())
+
+    assert asyncio.run(main()) == ["disallow", "allow"]
+
+
+def test_wrapped_callables_keep_their_api():
+    def add(x, n):
+        return x + n
+
+    jitted = jax.jit(add, static_argnums=1)
+    assert jitted.__wrapped__.__wrapped__ is add  # ours, then JAX's
+    assert jitted.lower(1.0, 2).compile()(1.0) == 3.0
+    assert jitted(1.0, 2) == 3.0
+    assert "watched by typecheck_guard" in repr(jitted)
+
+    @jax.jit(static_argnames="n")  # the decorator-factory form
+    def add2(x, n):
+        return x + n
+
+    assert add2(1.0, n=2) == 3.0
+
+    @ft.partial(jax.jit, static_argnames="n")
+    def add3(x, n):
+        return x + n
+
+    assert add3(1.0, n=2) == 3.0
+
+    class Model:
+        @ft.partial(jax.jit, static_argnums=0)
+        def method(self, x):
+            return x * 2
+
+        @eqx.filter_jit
+        def filtered(self, x):
+            return x * 3
+
+    model = Model()
+    assert model.method(1.0) == 2.0 and model.filtered(1.0) == 3.0
+    # An already-jitted callable given to another transform works as before.
+    assert eqx.filter_jit(jax.jit(lambda x: x + 1))(1.0) == 2.0
+
+
+def test_error_pickles_under_its_public_name():
+    error = typecheck_guard.RuntimeTypecheckError("message")
+    assert type(error).__module__ == "typecheck_guard"
+    assert str(pickle.loads(pickle.dumps(error))) == "message"
+
+
+def test_switching_off_puts_every_factory_back():
+    # A fresh interpreter: runtime_checks switches the guard on, `release` (what the
+    # pytest plugin calls at the end of a session) puts everything back.
+    code = (
+        "import jax, equinox, flax.nnx\n"
+        "before = (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit)\n"
+        "from typecheck_guard import _jitwrap\n"
+        "_jitwrap.acquire()\n"
+        "during = (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit)\n"
+        "assert all(a is not b for a, b in zip(before, during))\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "_jitwrap.release()\n"
+        "assert (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit) == before\n"
+        "assert f(1.0) == 2.0  # made while on: still works, only forwards\n"
+        "import sys\n"
+        "assert not any(type(x).__name__ == '_Finder' for x in sys.meta_path)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_libraries_imported_later_are_patched_on_import():
+    code = (
+        "import sys, typecheck_guard\n"
+        "typecheck_guard.runtime_checks('log')\n"
+        "assert 'equinox' not in sys.modules\n"
+        "import equinox\n"
+        "from flax import nnx\n"
+        "assert hasattr(equinox.filter_jit, '__typecheck_guard_original__')\n"
+        "assert hasattr(nnx.jit, '__typecheck_guard_original__')\n"
+        "print(type(equinox.filter_jit(lambda x: x)).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Jitted"
+
+
+def test_public_names():
+    assert typecheck_guard.runtime_checks is typecheck_guard._runtime.runtime_checks
+    assert issubclass(typecheck_guard.RuntimeTypecheckError, RuntimeError)
