@@ -108,6 +108,17 @@ def test_log_logs_each_site_once(typecheck, caplog):
     assert "unflatten_safe" in records[0].getMessage()
 
 
+@allow_checks
+def test_the_first_call_is_watched_outside_tracing(typecheck):
+    # A test that calls a jitted function once is enough: the unflatten of the
+    # first call's outputs runs outside tracing, as it will on every call.
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s.replace(step=s.step + 1))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="Node.__init__"):
+            step(_node_value(Node))
+
+
 def test_checks_while_tracing_are_never_flagged(typecheck):
     @jax.jit
     @jaxtyped(typechecker=typecheck)

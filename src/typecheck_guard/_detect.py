@@ -1,12 +1,12 @@
-"""Seeing the typechecks that run while a jitted function is called, after tracing.
+"""Seeing the typechecks that run while a jitted function is called, outside tracing.
 
-A cache-hit call of a jitted function runs almost no Python: JAX's C++ dispatch
+A cached call of a jitted function runs almost no Python: JAX's C++ dispatch
 flattens the inputs, runs the executable and unflattens the outputs, calling back
 into Python only for the flatten/unflatten functions of custom pytree nodes (and
-through them `__init__`, `__post_init__`, ...). So while such a call is in flight
-(a *window*, opened by the wrappers of `_jitwrap.py`) we install a profile function
-(`sys.setprofile`, this thread only) that looks at each Python function entered and
-recognises checker code by its code object:
+through them `__init__`, `__post_init__`, ...). So while a call is in flight (a
+*window*, opened by the wrappers of `_jitwrap.py`, for the calling thread or task
+only) we look at each Python function entered and recognise checker code by its
+code object:
 
 - jaxtyping: the `wrapped_fn_impl` closure of `jaxtyping.jaxtyped` (it runs only when
   a check runs: with `jaxtyping_disable` jaxtyping calls the function directly);
@@ -20,27 +20,33 @@ recognises checker code by its code object:
 
 The first checker entered is one *check*; checkers it calls (beartype under
 jaxtyping, the `PyTree` check under beartype) are part of it. We time it from its
-`call` event to its `return` event.
+start to its return (or unwind).
 
-Tracing is never flagged: a window stops watching as soon as the jitted function's
-own body is entered (its code object is registered when the jitted callable is
-created, and the body runs only while JAX traces it), and a check that starts while
-`is_tracing()` is skipped.
+A check that starts while JAX traces (`is_tracing()`) is never flagged. Every other
+check in a window is, the first call's included: what runs outside tracing on the
+first call (the unflatten of its outputs) runs again on every call.
 
 Checks that `unflatten_safe` runs on purpose (the first time its verdict cache sees
 a signature, recognised by its guard's frame having computed a verdict `key`) are
 not counted; a guarded class checked outside `unflatten_safe` still is.
 
-Cost: the profile function is a dict lookup per Python call, so a cache-hit
-`jax.jit` call (no Python at all) pays for the wrapper and two `sys.setprofile`
-calls; wrappers that run Python on every call (`equinox.filter_jit`,
-`flax.nnx.jit`, `jax.pmap`) run that Python under the profiler, about twice as slow
-on CPython 3.11, where any profile function slows the interpreter loop. We never
-walk the stack while watching; we walk it only to report a check.
+Two backends, one `Window`:
+
+- Python 3.11 and older, or when no `sys.monitoring` tool id is free: a profile
+  function (`sys.setprofile`, per thread) installed for the duration of the call. A
+  cached `jax.jit` call runs no Python, so it pays for the wrapper and two
+  `sys.setprofile` calls; wrappers that run Python on every call
+  (`equinox.filter_jit`, `flax.nnx.jit`, `jax.pmap`) run it under the profiler,
+  about 3x slower, and so does the tracing of a first call.
+- Python 3.12+: `sys.monitoring`, where toggling `sys.setprofile` per call would
+  re-instrument the code that runs next (see `start_monitoring`).
+
+We never walk the stack while watching; we walk it only to report a check.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools as ft
 import importlib
 import importlib.util
@@ -53,7 +59,7 @@ from typing import Any, Final, NamedTuple
 
 from ._errors import PRIVATE_API_CHANGED
 
-__all__ = ["Check", "Window", "prepare", "register_body"]
+__all__ = ["Check", "Window", "prepare"]
 
 # What a code object is, for the profile function. `_PLAIN` is falsy: the hot path
 # tests `if kind:`.
@@ -62,7 +68,6 @@ _JAXTYPING: Final = 1
 _BEARTYPE: Final = 2
 _TYPEGUARD: Final = 3
 _ISINSTANCE: Final = 4
-_BODY: Final = 5  # the body of a jitted function: JAX is tracing it
 
 _CHECKER_NAMES: Final = {
     _JAXTYPING: "jaxtyping",
@@ -77,8 +82,6 @@ _kinds: dict[CodeType, int] = {}
 _MAX_KINDS: Final = 50_000
 # Checker and exempt code objects found by `prepare()`.
 _known: dict[CodeType, int] = {}
-# Code objects of the functions jitted while the guard is on.
-_bodies: set[CodeType] = set()
 _instancecheck_owners: list[type] = []
 # The code of `unflatten_safe`'s per-class guard (`_unflatten._make_guard.guard`).
 _guard_code: CodeType | None = None
@@ -145,7 +148,6 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
     codes: dict[CodeType, int] = {}
     owners: list[type] = []
 
-    import jaxtyping
     from jaxtyping import _decorator
 
     impl = _nested_code(_decorator.jaxtyped.__code__, "wrapped_fn_impl")
@@ -165,7 +167,6 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
         if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
             raise _changed(f"{module}.{name}.__instancecheck__", "jaxtyping", installed("jaxtyping"))
         owners.append(owner)
-    del jaxtyping
 
     if _installed("typeguard"):
         import typeguard
@@ -241,48 +242,22 @@ def prepare() -> None:
     _kinds.clear()
 
 
-def _body_code(fun: Any) -> CodeType | None:
-    seen = 0
-    while seen < 100:
-        seen += 1
-        if isinstance(fun, ft.partial):
-            fun = fun.func
-            continue
-        inner = getattr(fun, "__wrapped__", None)
-        if inner is not None and inner is not fun:
-            fun = inner
-            continue
-        break
-    fun = getattr(fun, "__func__", fun)
-    code = getattr(fun, "__code__", None)
-    if code is None and not isinstance(fun, type):
-        call = getattr(type(fun), "__call__", None)
-        code = getattr(getattr(call, "__func__", call), "__code__", None)
-    return code if isinstance(code, CodeType) else None
-
-
-def register_body(fun: Any) -> None:
-    """Remember the code of a function being jitted: entering it means tracing."""
-    code = _body_code(fun)
-    if code is not None and code not in _bodies:
-        _bodies.add(code)
-        _kinds.pop(code, None)
+def _kind_of_code(code: CodeType) -> int:
+    kind = _known.get(code)
+    if kind is not None:
+        return kind
+    if code.co_filename.startswith(_BEARTYPE_PREFIX):
+        return _BEARTYPE
+    if code.co_name == "__instancecheck__" and any(
+        getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
+        for owner in _instancecheck_owners
+    ):
+        return _ISINSTANCE
+    return _PLAIN
 
 
 def _classify(code: CodeType) -> int:
-    kind = _known.get(code)
-    if kind is None:
-        if code in _bodies:
-            kind = _BODY
-        elif code.co_filename.startswith(_BEARTYPE_PREFIX):
-            kind = _BEARTYPE
-        elif code.co_name == "__instancecheck__" and any(
-            getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
-            for owner in _instancecheck_owners
-        ):
-            kind = _ISINSTANCE
-        else:
-            kind = _PLAIN
+    kind = _kind_of_code(code)
     if len(_kinds) >= _MAX_KINDS:
         _kinds.clear()
     _kinds[code] = kind
@@ -366,16 +341,15 @@ class Window:
     seen.
     """
 
-    __slots__ = ("checks", "_active", "_checked", "_checkers", "_kind", "_start", "_exempt")
-
-    def __init__(self) -> None:
-        self.checks: list[Check] = []
-        self._active: FrameType | None = None
-        self._exempt: FrameType | None = None
-        self._checked = ""
-        self._checkers: list[str] = []
-        self._kind = _PLAIN
-        self._start = 0.0
+    # Class-level defaults: a window that sees no check (the common case) is
+    # created without setting any attribute.
+    checks: tuple[Check, ...] | list[Check] = ()
+    _active: FrameType | None = None
+    _exempt: FrameType | None = None
+    _checked = ""
+    _checkers: list[str] = []
+    _kind = _PLAIN
+    _start = 0.0
 
     def event(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
@@ -386,18 +360,15 @@ class Window:
             if kind:
                 self._enter(frame, kind)
         elif event == "return":
-            if frame is self._active:
-                self._leave()
-            elif frame is self._exempt:
-                self._exempt = None
+            self.returned(frame)
+
+    def returned(self, frame: FrameType) -> None:
+        if frame is self._active:
+            self._leave()
+        elif frame is self._exempt:
+            self._exempt = None
 
     def _enter(self, frame: FrameType, kind: int) -> None:
-        if kind == _BODY:
-            # JAX is tracing the jitted function: nothing from here to the end of
-            # this call is a cache-hit check, and tracing under a profile function
-            # is slow. The wrapper that opened the window puts `None` back anyway.
-            sys.setprofile(None)
-            return
         if self._exempt is not None:
             return
         try:
@@ -423,10 +394,93 @@ class Window:
     def _leave(self) -> None:
         seconds = time.perf_counter() - self._start
         checked = self._checked
-        self.checks.append(
-            Check(checked, " with ".join(self._checkers), _kind_of(checked, self._kind), seconds)
-        )
+        check = Check(checked, " with ".join(self._checkers), _kind_of(checked, self._kind), seconds)
+        if not self.checks:
+            self.checks = []
+        self.checks.append(check)  # type: ignore[union-attr]
         self._active = None
+
+
+# The `sys.monitoring` backend (Python 3.12+). Toggling `sys.setprofile` around
+# every call is cheap on 3.11 but not on 3.12+, where it re-instruments the code
+# that runs next (a cache-hit `jax.jit` call became ~7x slower). There, while the
+# guard is on, we keep a `PY_START` callback on all code, which answers `DISABLE`
+# for code that is no checker (so that code never calls it again) and, for checker
+# code, asks the window of the current thread/task, if any. `PY_RETURN` is enabled
+# only on checker code; `PY_UNWIND` (global-only) ends a check that raised.
+monitoring = False
+_window: contextvars.ContextVar[Window | None] = contextvars.ContextVar(
+    "typecheck_guard_window", default=None
+)
+_tool: int | None = None
+_returning: set[CodeType] = set()
+_TOOL_IDS: Final = (4, 3)  # the ids CPython leaves free (0-2 and 5 are named)
+
+
+def _on_start(code: CodeType, offset: int) -> Any:
+    kind = _kinds.get(code)
+    if kind is None:
+        kind = _kind_of_code(code)
+        if kind == _PLAIN:
+            return sys.monitoring.DISABLE
+        _kinds[code] = kind
+        if _tool is not None:
+            sys.monitoring.set_local_events(_tool, code, sys.monitoring.events.PY_RETURN)
+            _returning.add(code)
+    window = _window.get()
+    if window is not None:
+        window._enter(sys._getframe(1), kind)
+    return None
+
+
+def _on_exit(code: CodeType, offset: int, value: Any) -> None:
+    window = _window.get()
+    if window is not None and (window._active is not None or window._exempt is not None):
+        window.returned(sys._getframe(1))
+
+
+def start_monitoring() -> bool:
+    """Switch to the `sys.monitoring` backend, where there is one (3.12+) and a tool
+    id is free; `False` means "use `sys.setprofile`"."""
+    global monitoring, _tool
+    mon = getattr(sys, "monitoring", None)
+    if mon is None or monitoring:
+        return monitoring
+    for tool in _TOOL_IDS:
+        try:
+            mon.use_tool_id(tool, "typecheck_guard")
+        except ValueError:  # taken by another tool
+            continue
+        break
+    else:
+        return False
+    events = mon.events
+    mon.register_callback(tool, events.PY_START, _on_start)
+    mon.register_callback(tool, events.PY_RETURN, _on_exit)
+    mon.register_callback(tool, events.PY_UNWIND, _on_exit)
+    # Only checker code stays in `_kinds` on this backend.
+    _kinds.clear()
+    _tool = tool
+    mon.set_events(tool, events.PY_START | events.PY_UNWIND)
+    monitoring = True
+    return True
+
+
+def stop_monitoring() -> None:
+    global monitoring, _tool
+    if _tool is None:
+        return
+    mon = sys.monitoring
+    tool, _tool = _tool, None
+    monitoring = False
+    mon.set_events(tool, 0)
+    for code in _returning:
+        mon.set_local_events(tool, code, 0)
+    _returning.clear()
+    for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
+        mon.register_callback(tool, event, None)
+    mon.free_tool_id(tool)
+    _kinds.clear()
 
 
 def is_library(filename: str) -> bool:

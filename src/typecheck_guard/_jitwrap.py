@@ -39,6 +39,7 @@ from ._errors import PRIVATE_API_CHANGED
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
+_watch = _runtime.watch
 _lock = threading.RLock()
 _stack: contextlib.ExitStack | None = None
 _holders = 0
@@ -67,9 +68,7 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        if _runtime.listening():
-            return _runtime.watch(self, sys._getframe(1), args, kwargs)
-        return self.__wrapped__(*args, **kwargs)
+        return _watch(self, sys._getframe(1), args, kwargs)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
@@ -100,7 +99,6 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
         jitted = original(*args, **kwargs)
         if not callable(jitted) or isinstance(jitted, ft.partial):
             return jitted
-        _detect.register_body(fun)
         return Jitted(jitted, label, fun)
 
     factory.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
@@ -184,6 +182,8 @@ def _start(stack: contextlib.ExitStack) -> None:
     import jax  # noqa: F401  (the guard needs it; patching it is the first step)
 
     _detect.prepare()
+    if _detect.start_monitoring():
+        stack.callback(_detect.stop_monitoring)
     later = set()
     for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
         module = sys.modules.get(module_name)

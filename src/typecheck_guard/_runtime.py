@@ -19,10 +19,10 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
-if TYPE_CHECKING:
-    from ._detect import Check
+from . import _detect
+from ._detect import Check
 
 __all__ = ["RuntimeTypecheckError", "runtime_checks"]
 
@@ -170,25 +170,40 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
 def watch(jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Call `jitted` (a `_jitwrap.Jitted`) and report the checks that ran in it."""
     __tracebackhide__ = True
-    from . import _detect
-
     call = jitted.__wrapped__
+    is_tracing = _detect._is_tracing
     if (
-        _detect._is_tracing is None  # the guard was switched off after `jitted` was made
-        or sys.getprofile() is not None  # already watched, or another profiler runs
-        or _detect._is_tracing()  # checks in traced code are trace-time checks
+        not (_sinks or _level.get() != "allow")  # nothing listens
+        or is_tracing is None  # the guard was switched off after `jitted` was made
+        or is_tracing()  # checks in traced code are trace-time checks
     ):
         return call(*args, **kwargs)
-    window = _detect.Window()
-    sys.setprofile(window.event)
-    try:
-        out = call(*args, **kwargs)
-    except BaseException:
+    if _detect.monitoring:
+        if _detect._window.get() is not None:  # already watched
+            return call(*args, **kwargs)
+        window = _detect.Window()
+        token = _detect._window.set(window)
+        try:
+            out = call(*args, **kwargs)
+        except BaseException:
+            _detect._window.reset(token)
+            if window.checks:
+                _report(jitted, caller, window.checks, failed=True)
+            raise
+        _detect._window.reset(token)
+    else:
+        if sys.getprofile() is not None:  # already watched, or another profiler runs
+            return call(*args, **kwargs)
+        window = _detect.Window()
+        sys.setprofile(window.event)
+        try:
+            out = call(*args, **kwargs)
+        except BaseException:
+            sys.setprofile(None)
+            if window.checks:
+                _report(jitted, caller, window.checks, failed=True)
+            raise
         sys.setprofile(None)
-        if window.checks:
-            _report(jitted, caller, window.checks, failed=True)
-        raise
-    sys.setprofile(None)
     if window.checks:
         _report(jitted, caller, window.checks, failed=False)
     return out
@@ -196,10 +211,8 @@ def watch(jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 
 def _report(jitted: Any, caller: Any, checks: list[Check], failed: bool) -> None:
     __tracebackhide__ = True
-    from ._detect import call_site, describe_jitted
-
-    where = call_site(caller)
-    name = describe_jitted(jitted._typecheck_guard_transform, jitted._typecheck_guard_fun)
+    where = _detect.call_site(caller)
+    name = _detect.describe_jitted(jitted._typecheck_guard_transform, jitted._typecheck_guard_fun)
     tally: Tally = {}
     for check in checks:
         site = Site(check.checked, check.checker, check.kind, name, where)

@@ -1,0 +1,175 @@
+"""What the runtime guard (and so the pytest plugin) adds to a jitted call.
+
+For each scenario we build the same jitted callable twice: once with the guard off
+(A: the library's own callable) and once through the patched factory while the guard
+listens (B: `typecheck_guard`'s wrapper around the library's callable, as under
+`--typecheck-guard=strict`). Both are warmed up, then timed interleaved in one
+process, A, B, A, B, ..., and we report the median of the per-round ratios B / A.
+No scenario runs a typecheck at dispatch time: this is the price of watching.
+
+    python benchmarks/runtime_guard_overhead.py [--rounds 15] [--calls 300]
+
+Also reported: the first call (trace + compile) of a fresh `jax.jit` function, and
+the cost per call of a wrapper made while the guard was on, once nothing listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import typecheck_guard
+from typecheck_guard import _jitwrap, _runtime
+
+
+def _per_call(fn, args, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    return (time.perf_counter() - start) / calls
+
+
+def _interleaved(a, b, args, rounds: int, calls: int) -> tuple[float, float, float]:
+    for fn in (a, b):
+        for _ in range(3):
+            fn(*args)
+    ratios, times_a, times_b = [], [], []
+    for _ in range(rounds):
+        ta = _per_call(a, args, calls)
+        tb = _per_call(b, args, calls)
+        ratios.append(tb / ta)
+        times_a.append(ta)
+        times_b.append(tb)
+    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
+
+
+def _scenarios():
+    """name -> (make(transform-factory) -> callable, args). Imported lazily so that
+    the "A" callables are built before the guard patches anything."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    from beartype import beartype
+    from flax import nnx, struct
+    from jaxtyping import Array, Float, PyTree, jaxtyped
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+
+    @jaxtyped(typechecker=beartype)
+    @struct.dataclass
+    class State:  # adapted by install(): unflattens without its check
+        params: PyTree[Float[Array, "..."]]
+        step: Float[Array, ""]
+
+    class Module(eqx.Module):
+        w: Float[Array, "n"]
+
+        @jaxtyped(typechecker=beartype)
+        def __init__(self, w: Float[Array, "n"]):
+            self.w = w
+
+    class NNXModel(nnx.Module):
+        def __init__(self):
+            self.w = nnx.Param(jnp.ones(3))
+
+    x = jnp.ones(3)
+    state = State({f"w{i}": jnp.ones(3) for i in range(16)}, jnp.zeros(()))
+    model = NNXModel()
+
+    def nnx_step(m, x):
+        return m.w[...] * x
+
+    return {
+        "jax.jit, one array": (lambda: jax.jit(lambda x: x + 1), (x,)),
+        "jax.jit, flax.struct (16 leaves, install())": (
+            lambda: jax.jit(lambda s: s.replace(step=s.step + 1)),
+            (state,),
+        ),
+        "jax.jit, equinox.Module": (lambda: jax.jit(lambda m: m), (Module(x),)),
+        "equinox.filter_jit, one array": (lambda: eqx.filter_jit(lambda x: x + 1), (x,)),
+        "equinox.filter_jit, equinox.Module": (
+            lambda: eqx.filter_jit(lambda m: m),
+            (Module(x),),
+        ),
+        "flax.nnx.jit, nnx.Module": (lambda: nnx.jit(nnx_step), (model, x)),
+        "jax.pmap, one array": (lambda: jax.pmap(lambda x: x + 1), (jnp.ones((1, 3)),)),
+    }
+
+
+def _first_calls(fresh: int) -> float:
+    """Median ratio guarded / plain of trace + compile of fresh jitted functions."""
+    import jax
+    import jax.numpy as jnp
+
+    original = jax.jit.__typecheck_guard_original__  # type: ignore[attr-defined]
+    x = jnp.ones((8, 8))
+    ratios = []
+    for i in range(fresh):
+        times = []
+        for factory in (original, jax.jit):
+
+            def body(x, i=i):
+                for _ in range(20):
+                    x = jnp.sin(x) * 2 + jnp.cos(x @ x.T)[:, : x.shape[1]] + i
+                return x
+
+            start = time.perf_counter()
+            jax.block_until_ready(factory(body)(x))
+            times.append(time.perf_counter() - start)
+        ratios.append(times[1] / times[0])
+    return statistics.median(ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--fresh", type=int, default=7)
+    options = parser.parse_args()
+
+    import jax
+
+    scenarios = _scenarios()
+    plain = {name: (make(), args) for name, (make, args) in scenarios.items()}
+    _jitwrap.acquire()  # what the plugin does at startup
+    guarded = {name: (make(), args) for name, (make, args) in scenarios.items()}
+
+    print(
+        f"Python {platform.python_version()}, jax {jax.__version__}, "
+        f"{jax.devices()[0].platform}; {options.rounds} rounds x {options.calls} calls, "
+        "median of per-round ratios"
+    )
+    print(f"{'scenario':46} {'plain':>9} {'guarded':>9} {'ratio':>6} {'added':>9}")
+    with typecheck_guard.runtime_checks("log"):  # listening, as under the plugin
+        for name in scenarios:
+            fn_a, args = plain[name]
+            fn_b, _ = guarded[name]
+            ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
+            print(
+                f"{name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us {ratio:6.2f} "
+                f"{(tb - ta) * 1e6:+7.1f}us"
+            )
+        print(
+            f"{'jax.jit first call (trace + compile)':46} {'':>9} {'':>9} "
+            f"{_first_calls(options.fresh):6.2f}"
+        )
+    # Nothing listens any more (no plugin, level "allow"): the wrapper only forwards.
+    fn_a, args = plain["jax.jit, one array"]
+    fn_b, _ = guarded["jax.jit, one array"]
+    assert not _runtime.listening(), "run this outside pytest"
+    ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
+    print(
+        f"{'jax.jit, one array, wrapper not listening':46} {ta * 1e6:7.1f}us "
+        f"{tb * 1e6:7.1f}us {ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us"
+    )
+    _jitwrap.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
