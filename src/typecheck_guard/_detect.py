@@ -47,7 +47,6 @@ We never walk the stack while watching; we walk it only to report a check.
 from __future__ import annotations
 
 import contextvars
-import functools as ft
 import importlib
 import importlib.util
 import inspect
@@ -61,8 +60,7 @@ from ._errors import PRIVATE_API_CHANGED
 
 __all__ = ["Check", "Window", "prepare"]
 
-# What a code object is, for the profile function. `_PLAIN` is falsy: the hot path
-# tests `if kind:`.
+# What a code object is. `_PLAIN` is falsy: the profile function tests `if kind:`.
 _PLAIN: Final = 0
 _JAXTYPING: Final = 1
 _BEARTYPE: Final = 2
@@ -80,7 +78,7 @@ _CHECKER_NAMES: Final = {
 # call runs little Python); we still bound the table.
 _kinds: dict[CodeType, int] = {}
 _MAX_KINDS: Final = 50_000
-# Checker and exempt code objects found by `prepare()`.
+# Checker code objects found by `prepare()`.
 _known: dict[CodeType, int] = {}
 _instancecheck_owners: list[type] = []
 # The code of `unflatten_safe`'s per-class guard (`_unflatten._make_guard.guard`).
@@ -335,10 +333,11 @@ def _kind_of(checked: str, kind: int) -> str:
 
 
 class Window:
-    """Watches one call of a jitted function, on the calling thread.
+    """Watches one call of a jitted function, on the calling thread or task.
 
-    `event` is the profile function; everything else runs only when a check is
-    seen.
+    `event` is the profile function of the `sys.setprofile` backend; the
+    `sys.monitoring` backend calls `_enter` and `returned` itself. Everything but
+    `event` runs only when checker code runs.
     """
 
     # Class-level defaults: a window that sees no check (the common case) is
@@ -424,9 +423,11 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if kind == _PLAIN:
             return sys.monitoring.DISABLE
         _kinds[code] = kind
-        if _tool is not None:
+        try:
             sys.monitoring.set_local_events(_tool, code, sys.monitoring.events.PY_RETURN)
             _returning.add(code)
+        except (TypeError, ValueError):  # the guard was switched off meanwhile
+            return None
     window = _window.get()
     if window is not None:
         window._enter(sys._getframe(1), kind)
