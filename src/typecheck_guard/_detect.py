@@ -172,7 +172,21 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
         if hasattr(typeguard, "TypeCheckMemo"):  # 4.x: instrumented code calls these
             from typeguard import _functions
 
-            sources: list[Any] = [getattr(_functions, n, None) for n in _TYPEGUARD_FUNCTIONS]
+            # `check_argument_types_internal`, `check_return_type_internal`,
+            # `check_yield_type`, ... (their names change across 4.x releases).
+            sources: list[Any] = [
+                fn
+                for name, fn in vars(_functions).items()
+                if name.startswith("check_")
+                and getattr(fn, "__module__", None) == _functions.__name__
+            ]
+            sources.append(getattr(typeguard, "check_type", None))
+            if not any(getattr(fn, "__name__", "").startswith("check_argument") for fn in sources):
+                raise _changed(
+                    "typeguard._functions.check_argument_types*",
+                    "typeguard",
+                    installed("typeguard"),
+                )
         else:  # 2.x: wrappers, and the functions users call directly
             sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
             typechecked = getattr(typeguard, "typechecked", None)

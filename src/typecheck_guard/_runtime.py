@@ -1,5 +1,5 @@
-"""`runtime_checks(level)`: what to do when a typecheck runs during a cached call of
-a jitted function, and `RuntimeTypecheckError`.
+"""`runtime_checks(level)`: what to do when a typecheck runs while a jitted function
+is called, outside tracing, and `RuntimeTypecheckError`.
 
 The level lives in a `ContextVar` (like `decimal`'s context): calling
 `runtime_checks(level)` sets it for the current thread or asyncio task at once, and
@@ -118,7 +118,7 @@ def message(tally: Tally, why: str) -> str:
 
 
 class RuntimeTypecheckError(RuntimeError):
-    """A typecheck ran during a cached call of a jitted function, after tracing,
+    """A typecheck ran while a jitted function was called, outside tracing,
     while `typecheck_guard.runtime_checks("disallow")` (or the pytest plugin's
     `--typecheck-guard=strict`) was in effect.
 
@@ -276,14 +276,16 @@ class RuntimeChecks:
 
 
 def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
-    """What to do when a typecheck runs during a cached call of a jitted function.
+    """What to do when a typecheck runs while a jitted function is called, outside
+    tracing.
 
-    Modelled on `jax.transfer_guard`. A cached (cache-hit) call of a `jax.jit`,
-    `jax.pmap`, `equinox.filter_jit` or `flax.nnx.jit` function runs no Python from
-    the function's body, so any typecheck that runs during it — a jaxtyped or
+    Modelled on `jax.transfer_guard`. A call of a `jax.jit`, `jax.pmap`,
+    `equinox.filter_jit` or `flax.nnx.jit` function runs the function's body only
+    when JAX traces it, so any typecheck that runs outside tracing — a jaxtyped or
     beartype/typeguard-checked `__init__` reached when JAX unflattens an output, a
     checked function or an `isinstance(x, PyTree[...])` in a pytree's unflatten —
-    runs again on every call. Checks while JAX traces are never flagged.
+    runs again on every call. The first call is watched too (the unflatten of its
+    outputs runs outside tracing); checks while JAX traces are never flagged.
 
     - `"allow"` (the default): checks run, unwatched.
     - `"log"`: each site (what was checked, the checker, the jitted function and the
@@ -298,7 +300,7 @@ def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
 
     The guard sees jitted callables created after a level other than `"allow"` was
     first set in the process (it wraps `jax.jit` & co from then on, for the rest of
-    the process; a wrapped call costs about a microsecond while nothing is watched).
+    the process; a wrapped call costs under a microsecond while nothing is watched).
     Set a level at the top of your program, before your jitted functions are
     defined; the pytest plugin does this for you.
 
