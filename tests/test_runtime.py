@@ -108,6 +108,16 @@ def test_log_logs_each_site_once(typecheck, caplog):
     assert "unflatten_safe" in records[0].getMessage()
 
 
+def test_disable_jit_is_not_flagged(typecheck):
+    @jax.jit
+    @jaxtyped(typechecker=typecheck)
+    def double(x: Float[Array, "n"]) -> Float[Array, "n"]:
+        return x * 2
+
+    with typecheck_guard.runtime_checks("disallow"), jax.disable_jit():
+        double(jnp.ones(3))  # runs eagerly, checks and all: not a dispatch check
+
+
 @allow_checks
 def test_the_first_call_is_watched_outside_tracing(typecheck):
     # A test that calls a jitted function once is enough: the unflatten of the

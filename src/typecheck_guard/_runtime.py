@@ -211,6 +211,12 @@ def watch(jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 
 def _report(jitted: Any, caller: Any, checks: list[Check], failed: bool) -> None:
     __tracebackhide__ = True
+    import jax
+
+    if jax.config.jax_disable_jit:
+        # The jitted function ran eagerly, body included: its checks are not
+        # dispatch-time checks. (Read here, on the rare path, not per call.)
+        return
     where = _detect.call_site(caller)
     name = _detect.describe_jitted(jitted._typecheck_guard_transform, jitted._typecheck_guard_fun)
     tally: Tally = {}
