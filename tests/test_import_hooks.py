@@ -48,7 +48,10 @@ def _loop(step, state):
     jax.block_until_ready(state)
 
 
-@pytest.mark.parametrize("with_install", [False, True])
+# Without install(), the unguarded loop checks on every call, on purpose.
+@pytest.mark.parametrize(
+    "with_install", [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True]
+)
 def test_jaxtyping_import_hook(tmp_path, monkeypatch, request, with_install):
     if with_install:
         request.getfixturevalue("installed")
@@ -71,7 +74,10 @@ def test_jaxtyping_import_hook(tmp_path, monkeypatch, request, with_install):
         sys.modules.pop(name, None)
 
 
-@pytest.mark.parametrize("with_install", [False, True])
+# Without install(), the unguarded loop checks on every call, on purpose.
+@pytest.mark.parametrize(
+    "with_install", [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True]
+)
 def test_beartype_claw(tmp_path, monkeypatch, request, with_install):
     from beartype.claw import beartype_package
     from beartype.roar import BeartypeException

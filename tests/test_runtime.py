@@ -304,6 +304,24 @@ def test_checked_functions_and_pytree_isinstance_in_an_unflatten():
 
 
 @allow_checks
+def test_pytree_checks_answered_by_the_cache_are_flagged_too():
+    annotation = PyTree[Float[Array, "..."]]  # one class: the cache is keyed by it
+
+    def leaf_ok(x):
+        assert isinstance(x, annotation)
+
+    Checked = _node_with_checked_unflatten(leaf_ok)
+    with typecheck_guard.cache_pytree_checks(True):
+        step = jax.jit(lambda s: s)
+        state = _cached(step, Checked(jnp.ones(2)))
+        hits = typecheck_guard.pytree_cache_info().hits
+        with typecheck_guard.runtime_checks("disallow"):
+            with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="PyTree"):
+                step(state)
+        assert typecheck_guard.pytree_cache_info().hits > hits
+
+
+@allow_checks
 def test_one_error_counts_every_check_of_the_call(typecheck):
     Custom = _custom(typecheck)
     step = jax.jit(lambda a, b, c: (a, b, c))

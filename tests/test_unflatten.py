@@ -374,7 +374,11 @@ def test_class_defined_before_install_under_unflatten_safe(typecheck, request):
         typecheck_guard.unflatten_safe(bad)(state)
 
 
-@pytest.mark.parametrize("jit", ["eqx.filter_jit", "nnx.jit"])
+@pytest.mark.parametrize(
+    "jit",
+    # nnx.jit rebuilds the unadapted class outside tracing too, before it fails.
+    ["eqx.filter_jit", pytest.param("nnx.jit", marks=pytest.mark.allow_runtime_typechecks)],
+)
 def test_filter_jit_and_nnx_jit_need_install(jit, typecheck, request):
     # eqx.filter_jit partitions its outputs with `tree_map(is_array, out)`, and
     # nnx.jit clears non-graph nodes with a `tree_map` too: both rebuild every node

@@ -81,6 +81,10 @@ _MAX_KINDS: Final = 50_000
 # Checker code objects found by `prepare()`.
 _known: dict[CodeType, int] = {}
 _instancecheck_owners: list[type] = []
+# The files of jaxtyping's `_MetaPyTree` / `_MetaAbstractArray`: their
+# `__instancecheck__` is a check wherever the class attribute points to now (the
+# PyTree cache swaps it while on; a stale verdict must not hide the original).
+_instancecheck_files: set[str] = set()
 # The code of `unflatten_safe`'s per-class guard (`_unflatten._make_guard.guard`).
 _guard_code: CodeType | None = None
 _is_tracing: Any = None
@@ -140,11 +144,12 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
+def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType | None]:
     from ._versions import installed
 
     codes: dict[CodeType, int] = {}
     owners: list[type] = []
+    files: set[str] = set()
 
     from jaxtyping import _decorator
 
@@ -161,7 +166,9 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
         ("jaxtyping._pytree_type", "_MetaPyTree"),
         ("jaxtyping._array_types", "_MetaAbstractArray"),
     ):
-        owner = getattr(importlib.import_module(module), name, None)
+        imported = importlib.import_module(module)
+        owner = getattr(imported, name, None)
+        files.add(getattr(imported, "__file__", None) or "")
         if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
             raise _changed(f"{module}.{name}.__instancecheck__", "jaxtyping", installed("jaxtyping"))
         owners.append(owner)
@@ -227,7 +234,7 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], CodeType | None]:
 
     from . import _unflatten
 
-    return codes, owners, _nested_code(_unflatten._make_guard.__code__, "guard")
+    return codes, owners, files, _nested_code(_unflatten._make_guard.__code__, "guard")
 
 
 def _package_dirs() -> tuple[str, ...]:
@@ -245,12 +252,14 @@ def prepare() -> None:
     global _is_tracing, _library_dirs, _guard_code
     from ._jaxcompat import make_is_tracing
 
-    codes, owners, _guard_code = _find_codes()
+    codes, owners, files, _guard_code = _find_codes()
     _is_tracing = make_is_tracing()
     _library_dirs = _package_dirs()
     _known.clear()
     _known.update(codes)
     _instancecheck_owners[:] = owners
+    _instancecheck_files.clear()
+    _instancecheck_files.update(files)
     _kinds.clear()
 
 
@@ -260,7 +269,7 @@ def _kind_of_code(code: CodeType) -> int:
         return kind
     if code.co_filename.startswith(_BEARTYPE_PREFIX):
         return _BEARTYPE
-    if code.co_name == "__instancecheck__" and any(
+    if (code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files) or any(
         getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
         for owner in _instancecheck_owners
     ):
