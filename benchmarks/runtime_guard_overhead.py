@@ -44,7 +44,11 @@ def _interleaved(a, b, args, rounds: int, calls: int) -> tuple[float, float, flo
         ratios.append(tb / ta)
         times_a.append(ta)
         times_b.append(tb)
-    return statistics.median(times_a), statistics.median(times_b), statistics.median(ratios)
+    return (
+        statistics.median(times_a),
+        statistics.median(times_b),
+        statistics.median(ratios),
+    )
 
 
 def _scenarios():
@@ -68,10 +72,10 @@ def _scenarios():
         step: Float[Array, ""]
 
     class Module(eqx.Module):
-        w: Float[Array, "n"]
+        w: Float[Array, " n"]
 
         @jaxtyped(typechecker=beartype)
-        def __init__(self, w: Float[Array, "n"]):
+        def __init__(self, w: Float[Array, " n"]):
             self.w = w
 
     class NNXModel(nnx.Module):
@@ -92,7 +96,10 @@ def _scenarios():
             (state,),
         ),
         "jax.jit, equinox.Module": (lambda: jax.jit(lambda m: m), (Module(x),)),
-        "equinox.filter_jit, one array": (lambda: eqx.filter_jit(lambda x: x + 1), (x,)),
+        "equinox.filter_jit, one array": (
+            lambda: eqx.filter_jit(lambda x: x + 1),
+            (x,),
+        ),
         "equinox.filter_jit, equinox.Module": (
             lambda: eqx.filter_jit(lambda m: m),
             (Module(x),),
@@ -150,7 +157,9 @@ def main() -> None:
         for name in scenarios:
             fn_a, args = plain[name]
             fn_b, _ = guarded[name]
-            ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
+            ta, tb, ratio = _interleaved(
+                fn_a, fn_b, args, options.rounds, options.calls
+            )
             print(
                 f"{name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us {ratio:6.2f} "
                 f"{(tb - ta) * 1e6:+7.1f}us"

@@ -50,7 +50,8 @@ def _loop(step, state):
 
 # Without install(), the unguarded loop checks on every call, on purpose.
 @pytest.mark.parametrize(
-    "with_install", [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True]
+    "with_install",
+    [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True],
 )
 def test_jaxtyping_import_hook(tmp_path, monkeypatch, request, with_install):
     if with_install:
@@ -76,7 +77,8 @@ def test_jaxtyping_import_hook(tmp_path, monkeypatch, request, with_install):
 
 # Without install(), the unguarded loop checks on every call, on purpose.
 @pytest.mark.parametrize(
-    "with_install", [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True]
+    "with_install",
+    [pytest.param(False, marks=pytest.mark.allow_runtime_typechecks), True],
 )
 def test_beartype_claw(tmp_path, monkeypatch, request, with_install):
     from beartype.claw import beartype_package

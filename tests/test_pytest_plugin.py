@@ -23,7 +23,7 @@ import typecheck_guard
 # A flagged check at every transform and registration the issue names. The classes
 # annotate only what Equinox's and NNX's placeholder trees keep (they rebuild nodes
 # with booleans or None in place of arrays); the seed class goes through jax.jit.
-FLAGGED = '''
+FLAGGED = """
 import functools as ft
 
 import chex
@@ -95,10 +95,10 @@ def test_chex(transform):
     step = TRANSFORMS[transform](lambda s: s)
     state = step(step(ChexState(x=jnp.ones(3))))
     step(state)
-'''
+"""
 
 # Nothing here runs a check per call.
-CLEAN = '''
+CLEAN = """
 import warnings
 
 import typecheck_guard
@@ -152,9 +152,9 @@ def test_installed_classes():
 def test_checks_only_while_tracing():
     for n in (2, 3, 3, 3):
         traced_only(jnp.ones(n))
-'''
+"""
 
-MARKED = '''
+MARKED = """
 import jax
 import jax.numpy as jnp
 import pytest
@@ -187,7 +187,7 @@ def test_marked():
 
 def test_unmarked():
     STEP(STEP(STEP(Node(jnp.ones(2), 1.0))))
-'''
+"""
 
 
 def _ran(result: pytest.RunResult) -> str:
@@ -200,7 +200,11 @@ def test_strict_flags_every_registration_and_transform(pytester: pytest.Pytester
     result.assert_outcomes(failed=7)
     out = _ran(result)
     expected = {
-        "test_seed_struct": ("test_flagged.SeedNode.__init__", "jaxtyping with typeguard", "jax.jit(test_flagged.seed_step)"),
+        "test_seed_struct": (
+            "test_flagged.SeedNode.__init__",
+            "jaxtyping with typeguard",
+            "jax.jit(test_flagged.seed_step)",
+        ),
     }
     for transform, label in (
         ("jit", "jax.jit"),
@@ -241,7 +245,9 @@ def test_strict_passes_clean_code(pytester: pytest.Pytester):
     result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
-        ["typecheck-guard: no typecheck ran in a jitted call outside tracing (--typecheck-guard=strict)."]
+        [
+            "typecheck-guard: no typecheck ran in a jitted call outside tracing (--typecheck-guard=strict)."
+        ]
     )
     typecheck_guard.uninstall()
 
@@ -319,7 +325,9 @@ def test_ini_mirror(pytester: pytest.Pytester):
 
 def test_pyproject_mirror(pytester: pytest.Pytester):
     pytester.makepyfile(test_marked=MARKED)
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntypecheck_guard = "strict"\n')
+    pytester.makepyprojecttoml(
+        '[tool.pytest.ini_options]\ntypecheck_guard = "strict"\n'
+    )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
 
@@ -329,14 +337,18 @@ def test_unknown_value_is_a_usage_error(pytester: pytest.Pytester):
     result = pytester.runpytest("--typecheck-guard=sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--typecheck-guard: invalid choice: 'sometimes' (choose from *off*warn*strict*"]
+        [
+            "*--typecheck-guard: invalid choice: 'sometimes' (choose from *off*warn*strict*"
+        ]
     )
 
     pytester.makeini("[pytest]\ntypecheck_guard = sometimes\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*typecheck_guard = 'sometimes' in *tox.ini*: the plugin's modes are 'off'*'warn' and 'strict'*"]
+        [
+            "*typecheck_guard = 'sometimes' in *tox.ini*: the plugin's modes are 'off'*'warn' and 'strict'*"
+        ]
     )
 
 
@@ -369,7 +381,9 @@ def test_a_swallowed_error_still_fails_the_test(pytester: pytest.Pytester):
 def test_jitted_in_conftest_and_fixtures_is_covered(pytester: pytest.Pytester):
     # The plugin switches the guard on before conftest files are imported.
     pytester.makeconftest(
-        MARKED.replace("@pytest.mark.allow_runtime_typechecks", "").split("def test_marked")[0]
+        MARKED.replace("@pytest.mark.allow_runtime_typechecks", "").split(
+            "def test_marked"
+        )[0]
         + textwrap.dedent(
             """
             @pytest.fixture
@@ -387,7 +401,9 @@ def test_jitted_in_conftest_and_fixtures_is_covered(pytester: pytest.Pytester):
     )
     result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*conftest.Node.__init__ was typechecked*called at conftest.py:*"])
+    result.stdout.fnmatch_lines(
+        ["*conftest.Node.__init__ was typechecked*called at conftest.py:*"]
+    )
     # Our hook wrappers are hidden from the traceback.
     assert "_pytest_plugin.py" not in _ran(result)
 
@@ -395,6 +411,8 @@ def test_jitted_in_conftest_and_fixtures_is_covered(pytester: pytest.Pytester):
 def test_plugin_is_registered_under_pytest11():
     from importlib.metadata import entry_points
 
-    (entry,) = [e for e in entry_points(group="pytest11") if e.name == "typecheck_guard"]
+    (entry,) = [
+        e for e in entry_points(group="pytest11") if e.name == "typecheck_guard"
+    ]
     assert entry.value == "typecheck_guard._pytest_plugin"
     assert sys.modules.get(entry.value) is not None

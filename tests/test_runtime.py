@@ -65,7 +65,9 @@ def test_disallow_names_class_checker_jitted_and_call_site(typecheck):
     assert error.checked.endswith("_seed_node.<locals>.Node.__init__")
     assert error.checker == f"jaxtyping with {typecheck.name}"
     assert error.jitted.startswith("jax.jit(") and error.jitted.endswith(".step)")
-    assert error.call_site.endswith(f"test_runtime.py:{_line_of('step(state)  # the call')}")
+    assert error.call_site.endswith(
+        f"test_runtime.py:{_line_of('step(state)  # the call')}"
+    )
     text = str(error)
     for part in ("Node.__init__", typecheck.name, "jax.jit(", "test_runtime.py:"):
         assert part in text
@@ -111,7 +113,7 @@ def test_log_logs_each_site_once(typecheck, caplog):
 def test_disable_jit_is_not_flagged(typecheck):
     @jax.jit
     @jaxtyped(typechecker=typecheck)
-    def double(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    def double(x: Float[Array, " n"]) -> Float[Array, " n"]:
         return x * 2
 
     with typecheck_guard.runtime_checks("disallow"), jax.disable_jit():
@@ -125,14 +127,16 @@ def test_the_first_call_is_watched_outside_tracing(typecheck):
     Node = _seed_node(typecheck)
     step = jax.jit(lambda s: s.replace(step=s.step + 1))
     with typecheck_guard.runtime_checks("disallow"):
-        with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="Node.__init__"):
+        with pytest.raises(
+            typecheck_guard.RuntimeTypecheckError, match="Node.__init__"
+        ):
             step(_node_value(Node))
 
 
 def test_checks_while_tracing_are_never_flagged(typecheck):
     @jax.jit
     @jaxtyped(typechecker=typecheck)
-    def double(x: Float[Array, "n"]) -> Float[Array, "n"]:
+    def double(x: Float[Array, " n"]) -> Float[Array, " n"]:
         return x * 2
 
     with typecheck_guard.runtime_checks("disallow"):
@@ -149,10 +153,10 @@ def test_installed_classes_and_equinox_modules_pass(installed, typecheck):
     Node = _seed_node(typecheck)
 
     class Module(eqx.Module):
-        w: Float[Array, "n"]
+        w: Float[Array, " n"]
 
         @jaxtyped(typechecker=typecheck)
-        def __init__(self, w: Float[Array, "n"]):
+        def __init__(self, w: Float[Array, " n"]):
             self.w = w
 
     with typecheck_guard.runtime_checks("disallow"):
@@ -184,7 +188,9 @@ def test_guarded_class_outside_unflatten_safe_is_flagged(typecheck):
     step = jax.jit(lambda s: s)
     state = _cached(step, state)
     with typecheck_guard.runtime_checks("disallow"):
-        with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="Node.__init__"):
+        with pytest.raises(
+            typecheck_guard.RuntimeTypecheckError, match="Node.__init__"
+        ):
             step(state)
 
 
@@ -325,7 +331,9 @@ def test_pytree_checks_answered_by_the_cache_are_flagged_too():
 def test_one_error_counts_every_check_of_the_call(typecheck):
     Custom = _custom(typecheck)
     step = jax.jit(lambda a, b, c: (a, b, c))
-    state = _cached(lambda s: step(*s), tuple(Custom(jnp.ones(2), 0.5) for _ in range(3)))
+    state = _cached(
+        lambda s: step(*s), tuple(Custom(jnp.ones(2), 0.5) for _ in range(3))
+    )
     with typecheck_guard.runtime_checks("disallow"):
         with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
             step(*state)
@@ -335,7 +343,9 @@ def test_one_error_counts_every_check_of_the_call(typecheck):
 
 def test_unknown_level_is_a_clear_value_error():
     for bad in ("sometimes", "Disallow", None, 1):
-        with pytest.raises(ValueError, match=r"unknown level.*'allow'|\"allow\"") as info:
+        with pytest.raises(
+            ValueError, match=r"unknown level.*'allow'|\"allow\""
+        ) as info:
             typecheck_guard.runtime_checks(bad)  # type: ignore[arg-type]
         for level in ("allow", "log", "disallow"):
             assert f'"{level}"' in str(info.value)

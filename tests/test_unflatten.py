@@ -377,7 +377,10 @@ def test_class_defined_before_install_under_unflatten_safe(typecheck, request):
 @pytest.mark.parametrize(
     "jit",
     # nnx.jit rebuilds the unadapted class outside tracing too, before it fails.
-    ["eqx.filter_jit", pytest.param("nnx.jit", marks=pytest.mark.allow_runtime_typechecks)],
+    [
+        "eqx.filter_jit",
+        pytest.param("nnx.jit", marks=pytest.mark.allow_runtime_typechecks),
+    ],
 )
 def test_filter_jit_and_nnx_jit_need_install(jit, typecheck, request):
     # eqx.filter_jit partitions its outputs with `tree_map(is_array, out)`, and

@@ -135,7 +135,10 @@ def _changed(what: str, package: str, found: str | None) -> RuntimeError:
 
     return RuntimeError(
         PRIVATE_API_CHANGED.format(
-            what=what, package=package, found=found or "unknown", supported=spec(package)
+            what=what,
+            package=package,
+            found=found or "unknown",
+            supported=spec(package),
         )
     )
 
@@ -170,7 +173,11 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
         owner = getattr(imported, name, None)
         files.add(getattr(imported, "__file__", None) or "")
         if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
-            raise _changed(f"{module}.{name}.__instancecheck__", "jaxtyping", installed("jaxtyping"))
+            raise _changed(
+                f"{module}.{name}.__instancecheck__",
+                "jaxtyping",
+                installed("jaxtyping"),
+            )
         owners.append(owner)
 
     if _installed("typeguard"):
@@ -188,7 +195,10 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
                 and getattr(fn, "__module__", None) == _functions.__name__
             ]
             sources.append(getattr(typeguard, "check_type", None))
-            if not any(getattr(fn, "__name__", "").startswith("check_argument") for fn in sources):
+            if not any(
+                getattr(fn, "__name__", "").startswith("check_argument")
+                for fn in sources
+            ):
                 raise _changed(
                     "typeguard._functions.check_argument_types*",
                     "typeguard",
@@ -269,7 +279,9 @@ def _kind_of_code(code: CodeType) -> int:
         return kind
     if code.co_filename.startswith(_BEARTYPE_PREFIX):
         return _BEARTYPE
-    if (code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files) or any(
+    if (
+        code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files
+    ) or any(
         getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
         for owner in _instancecheck_owners
     ):
@@ -348,7 +360,11 @@ def _deliberate(frame: FrameType) -> bool:
 
 
 def _kind_of(checked: str, kind: int) -> str:
-    if kind == _ISINSTANCE or checked.startswith("isinstance(") or checked.startswith("check_type("):
+    if (
+        kind == _ISINSTANCE
+        or checked.startswith("isinstance(")
+        or checked.startswith("check_type(")
+    ):
         return "isinstance"
     if checked.endswith((".__init__", ".__post_init__")):
         return "constructor"
@@ -416,7 +432,12 @@ class Window:
     def _leave(self) -> None:
         seconds = time.perf_counter() - self._start
         checked = self._checked
-        check = Check(checked, " with ".join(self._checkers), _kind_of(checked, self._kind), seconds)
+        check = Check(
+            checked,
+            " with ".join(self._checkers),
+            _kind_of(checked, self._kind),
+            seconds,
+        )
         if not self.checks:
             self.checks = []
         self.checks.append(check)  # type: ignore[union-attr]
@@ -447,7 +468,9 @@ def _on_start(code: CodeType, offset: int) -> Any:
             return sys.monitoring.DISABLE
         _kinds[code] = kind
         try:
-            sys.monitoring.set_local_events(_tool, code, sys.monitoring.events.PY_RETURN)
+            sys.monitoring.set_local_events(
+                _tool, code, sys.monitoring.events.PY_RETURN
+            )
             _returning.add(code)
         except (TypeError, ValueError):  # the guard was switched off meanwhile
             return None
@@ -459,7 +482,9 @@ def _on_start(code: CodeType, offset: int) -> Any:
 
 def _on_exit(code: CodeType, offset: int, value: Any) -> None:
     window = _window.get()
-    if window is not None and (window._active is not None or window._exempt is not None):
+    if window is not None and (
+        window._active is not None or window._exempt is not None
+    ):
         window.returned(sys._getframe(1))
 
 

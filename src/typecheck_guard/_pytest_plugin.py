@@ -70,7 +70,9 @@ class _Recorder:
             stats.count += count
             stats.seconds += seconds
             stats.allowed = stats.allowed and self.allowed
-            stats.tests.add(self.item.nodeid if self.item is not None else "<collection>")
+            stats.tests.add(
+                self.item.nodeid if self.item is not None else "<collection>"
+            )
             if not self.allowed:
                 entry = self.pending.setdefault(site, [0, 0.0])
                 entry[0] += count
@@ -187,7 +189,9 @@ def _phase(item: pytest.Item) -> Any:
             for site, (count, seconds) in pending.items():
                 item.warn(
                     RuntimeTypecheckWarning(
-                        _runtime.message({site: [count, seconds]}, "--typecheck-guard=warn")
+                        _runtime.message(
+                            {site: [count, seconds]}, "--typecheck-guard=warn"
+                        )
                     )
                 )
         else:

@@ -167,7 +167,9 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
         _sinks.remove(sink)
 
 
-def watch(jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def watch(
+    jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """Call `jitted` (a `_jitwrap.Jitted`) and report the checks that ran in it."""
     __tracebackhide__ = True
     call = jitted.__wrapped__
@@ -218,7 +220,9 @@ def _report(jitted: Any, caller: Any, checks: list[Check], failed: bool) -> None
         # dispatch-time checks. (Read here, on the rare path, not per call.)
         return
     where = _detect.call_site(caller)
-    name = _detect.describe_jitted(jitted._typecheck_guard_transform, jitted._typecheck_guard_fun)
+    name = _detect.describe_jitted(
+        jitted._typecheck_guard_transform, jitted._typecheck_guard_fun
+    )
     tally: Tally = {}
     for check in checks:
         site = Site(check.checked, check.checker, check.kind, name, where)

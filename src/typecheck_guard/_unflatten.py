@@ -91,7 +91,15 @@ def _package_dirs() -> tuple[str, ...]:
     dirs = []
     # typecheck_guard itself: the runtime guard's wrapper around a jitted callable
     # (`_jitwrap.Jitted`) is the last Python frame before JAX's C++ dispatch.
-    for name in ("jax", "jaxlib", "equinox", "flax", "optax", "chex", "typecheck_guard"):
+    for name in (
+        "jax",
+        "jaxlib",
+        "equinox",
+        "flax",
+        "optax",
+        "chex",
+        "typecheck_guard",
+    ):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             for location in spec.submodule_search_locations:
