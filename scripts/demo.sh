@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a virtual environment from the package registry and run the demo: the
-# seed-000 scenario with and without typecheck_guard, side by side.
+# seed scenarios with and without typecheck_guard, side by side (bench --quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -10,4 +10,4 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -e '.[test]'
-"$VENV/bin/python" benchmarks/seed000.py "$@"
+"$VENV/bin/typecheck-guard" bench "$@"
