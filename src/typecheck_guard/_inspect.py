@@ -64,7 +64,11 @@ def registration_of(cls: type, entry: Any) -> str:
     fn = _unflatten_of(entry)
     module = getattr(fn, "__module__", "") or ""
     qualname = getattr(fn, "__qualname__", "") or ""
-    if qualname.startswith("register_dataclass."):
+    # `register_dataclass.<locals>.unflatten_func` up to jax 0.10,
+    # `_register_dataclass.<locals>.unflatten_func` from jax 0.11 on.
+    if module == "jax._src.tree_util" and qualname.split(".")[0].lstrip("_") == (
+        "register_dataclass"
+    ):
         return "jax.tree_util.register_dataclass"
     if module == "chex._src.dataclass":
         return "chex.dataclass"
