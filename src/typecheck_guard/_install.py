@@ -64,7 +64,9 @@ def install(*, pytree_cache: bool = True) -> None:
         if _stack is not None:
             return
         from ._adapters import _chex, _jax
+        from ._versions import check_all
 
+        check_all()
         stack = contextlib.ExitStack()
         try:
             _jax.patch(stack)

@@ -10,15 +10,33 @@ from typing import Final
 from ._errors import UNSUPPORTED_VERSION
 
 # package -> (oldest supported, first unsupported); None for "no upper bound yet".
+# Each lower bound is the oldest release on which the whole test suite passes on
+# Python 3.11 (`noxfile.py`, session "oldest"); the reason it is not older:
+# - jax 0.6.0: the oldest jax that flax 0.11.1 (below) and equinox 0.12.0 accept.
+#   (jax 0.4.36 is where `register_dataclass` infers fields and `core.trace_ctx`
+#   appears, both of which we need.)
+# - jaxtyping 0.3.3: 0.3.0-0.3.2 can't resolve the forward reference `ArrayTree` in
+#   a typechecked `TrainState` subclass, and 0.2.x silently skips the check of a
+#   dataclass whose annotations are strings (`from __future__ import annotations`).
+# - flax 0.11.1: the first with `flax.nnx.Pytree`.
+# - equinox 0.12.0: 0.11.x breaks on jax 0.6 (`jax.core.Primitive` is gone).
+# - chex 0.1.90: 0.1.89 and older use `jax.util.unzip2`, deprecated in jax 0.6.
+# - beartype 0.15.0, typeguard 2.13.3: the checkers we test with (typeguard 4.x
+#   too; 3.x is untested). They are not checked at `install()`: we only recognise
+#   their wrappers, and a user may have either installed without using it.
 SUPPORTED: Final[dict[str, tuple[str, str | None]]] = {
-    "jax": ("0.4.36", None),
-    "jaxtyping": ("0.2.36", None),
-    "flax": ("0.10.0", None),
-    "chex": ("0.1.88", None),
-    "equinox": ("0.11.10", None),
-    "beartype": ("0.19.0", None),
+    "jax": ("0.6.0", None),
+    "jaxtyping": ("0.3.3", None),
+    "flax": ("0.11.1", None),
+    "chex": ("0.1.90", None),
+    "equinox": ("0.12.0", None),
+    "beartype": ("0.15.0", None),
     "typeguard": ("2.13.3", None),
 }
+
+# The libraries whose code we patch or whose behaviour we rely on; `install()`
+# refuses to run with any of them outside its range.
+CHECKED_AT_INSTALL: Final = ("jax", "jaxtyping", "flax", "chex", "equinox")
 
 
 def parse(version: str) -> tuple[int, ...]:
@@ -59,3 +77,11 @@ def check(package: str, found: str | None = None) -> None:
                 package=package, supported=spec(package), found=found
             )
         )
+
+
+def check_all() -> None:
+    """`check` every library in `CHECKED_AT_INSTALL` that is installed. Reads package
+    metadata only: nothing is imported."""
+    __tracebackhide__ = True
+    for package in CHECKED_AT_INSTALL:
+        check(package)
