@@ -51,9 +51,26 @@ NO_RESTORE: Final = (
 )
 
 ALREADY_REGISTERED: Final = (
-    "{cls} is already registered as a JAX pytree node{by}, and JAX cannot register a "
-    "class twice. Keep a single registration: remove the other decorator (or "
-    "register_pytree_node call) and keep @typecheck_guard.register_dataclass."
+    "{cls} is already registered as a JAX pytree node ({by}), and JAX cannot "
+    "register a class twice. Keep a single registration: {fix}"
+)
+
+ALREADY_ADAPTED_FIX: Final = (
+    "it already unflattens without __init__, so remove the second "
+    "@typecheck_guard.register_dataclass (or typecheck_guard.register_dataclass(...) "
+    "call)."
+)
+
+ALREADY_DATACLASS_FIX: Final = (
+    "remove @typecheck_guard.register_dataclass. A flax.struct / "
+    "jax.tree_util.register_dataclass class is adapted by calling "
+    "typecheck_guard.install() before the class is defined; for one defined earlier, "
+    "wrap the jitted function that returns it in typecheck_guard.unflatten_safe(...)."
+)
+
+ALREADY_OTHER_FIX: Final = (
+    "remove the other decorator (or register_pytree_node call) and keep "
+    "@typecheck_guard.register_dataclass."
 )
 
 NOT_CALLABLE: Final = (

@@ -14,6 +14,9 @@ from typing import Any, NamedTuple, TypeVar, overload
 
 from ._codegen import Restore, generate_dataclass_functions
 from ._errors import (
+    ALREADY_ADAPTED_FIX,
+    ALREADY_DATACLASS_FIX,
+    ALREADY_OTHER_FIX,
     ALREADY_REGISTERED,
     FIELD_MISMATCH,
     NO_RESTORE,
@@ -119,10 +122,21 @@ def plan(
             if unexpected := listed - init_fields:
                 names, _ = _plural(unexpected)
                 not_fields = unexpected - set(fields)
+                not_init = unexpected & {n for n, f in fields.items() if not f.init}
                 details += f" Unexpected: {names}"
                 if not_fields:
                     details += f" ({_plural(not_fields)[0]} not a field of {name})"
                 details += "."
+                if not_init:
+                    # JAX infers data fields the same way and fails the same way; we
+                    # say why, and what to write.
+                    init_names, verb = _plural(not_init)
+                    details += (
+                        f" {init_names} {verb} declared with init=False, so it can't "
+                        "be passed to __init__: leave it out of data_fields and "
+                        "meta_fields (pass both explicitly), and unflatten sets it "
+                        "to its default."
+                    )
             raise ValueError(FIELD_MISMATCH.format(cls=name, details=details))
         for field_name, f in fields.items():
             if field_name in listed:
@@ -140,15 +154,23 @@ def plan(
     return Plan(data_fields, meta_fields, restore, tuple(missing))
 
 
-def _registered_by(cls: type) -> str:
+def _already_registered(cls: type) -> str:
+    """The message for registering `cls` twice: who registered it, and what to do."""
+    from ._inspect import registration_of
     from ._jaxcompat import registry
 
-    entry = registry().get(cls)
-    unflatten = getattr(entry, "from_iter", None)
-    while isinstance(unflatten, ft.partial):
-        unflatten = unflatten.func
-    where = getattr(unflatten, "__qualname__", None)
-    return f" (by {where})" if where else ""
+    how = adapted_how(cls)
+    if how is not None:
+        by, fix = f"by {how}", ALREADY_ADAPTED_FIX
+    else:
+        registration = registration_of(cls, registry().get(cls))
+        by = f"by {registration}"
+        fix = (
+            ALREADY_DATACLASS_FIX
+            if registration == "jax.tree_util.register_dataclass"
+            else ALREADY_OTHER_FIX
+        )
+    return ALREADY_REGISTERED.format(cls=cls.__qualname__, by=by, fix=fix)
 
 
 def adapt(cls: type, p: Plan, how: str) -> None:
@@ -159,9 +181,7 @@ def adapt(cls: type, p: Plan, how: str) -> None:
 
     with _lock:
         if cls in registry():
-            raise ValueError(
-                ALREADY_REGISTERED.format(cls=cls.__qualname__, by=_registered_by(cls))
-            )
+            raise ValueError(_already_registered(cls))
         fns = generate_dataclass_functions(cls, p.data_fields, p.meta_fields, p.restore)
         register_pytree_with_keys(
             cls, fns.flatten_with_keys, fns.unflatten, flatten_func=fns.flatten
