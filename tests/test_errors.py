@@ -1,0 +1,287 @@
+"""Misuse gets an error that names the user's class or argument and says what to write
+instead; a library outside the supported range is refused at install()."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jax
+import pytest
+from flax import struct
+
+import typecheck_guard
+from typecheck_guard import _versions
+
+
+def test_register_dataclass_on_a_non_class():
+    with pytest.raises(TypeError, match=r"expects a class, got 3") as info:
+        typecheck_guard.register_dataclass(3)
+    assert "@dataclasses.dataclass" in str(info.value)
+
+
+def test_register_dataclass_on_a_non_dataclass():
+    class NotADataclass:
+        def __init__(self, x):
+            self.x = x
+
+    with pytest.raises(TypeError) as info:
+        typecheck_guard.register_dataclass(NotADataclass)
+    message = str(info.value)
+    assert "NotADataclass is not a dataclass" in message
+    # The fix: decorate it, or name the fields.
+    assert "@dataclasses.dataclass" in message
+    assert "data_fields=[...]" in message and "meta_fields=[...]" in message
+    # Naming the fields is the documented way for a plain class, as with JAX.
+    typecheck_guard.register_dataclass(
+        NotADataclass, data_fields=["x"], meta_fields=[]
+    )
+    leaves, treedef = jax.tree.flatten(NotADataclass(1))
+    assert leaves == [1] and treedef.unflatten([2]).x == 2
+
+
+def _fresh_fields():
+    # A new class per test: JAX never forgets a registration.
+    @dataclasses.dataclass
+    class Fields:
+        x: int
+        y: int
+        z: int = 0
+
+    Fields.__qualname__ = "Fields"
+    return Fields
+
+
+def test_unknown_field_names():
+    cls = _fresh_fields()
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(
+            cls, data_fields=["x", "y", "nope"], meta_fields=["z"]
+        )
+    message = str(info.value)
+    assert message.startswith("typecheck_guard.register_dataclass(Fields)")
+    assert "Unexpected: 'nope'" in message and "not a field of Fields" in message
+
+
+def test_missing_field_names():
+    cls = _fresh_fields()
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(cls, data_fields=["x"], meta_fields=[])
+    message = str(info.value)
+    assert "register_dataclass(Fields)" in message
+    assert "Missing: 'y', 'z'" in message
+    # ... and the fix, spelled out.
+    assert "drop_fields=['y', 'z']" in message
+
+
+def test_unknown_drop_field():
+    cls = _fresh_fields()
+    with pytest.raises(ValueError, match=r"drop_fields names 'w', which is not a field of Fields\. Its fields are: x, y, z"):
+        typecheck_guard.register_dataclass(
+            cls, data_fields=["x", "y", "z"], meta_fields=[], drop_fields=["w"]
+        )
+
+
+def test_only_one_of_data_and_meta_fields():
+    cls = _fresh_fields()
+    with pytest.raises(TypeError, match=r"register_dataclass\(Fields\).*Add meta_fields=\[\.\.\.\]"):
+        typecheck_guard.register_dataclass(cls, data_fields=["x", "y", "z"])
+
+
+def test_a_string_instead_of_a_list():
+    cls = _fresh_fields()
+    with pytest.raises(TypeError, match=re.escape("Write meta_fields=['z']")):
+        typecheck_guard.register_dataclass(cls, data_fields=["x", "y"], meta_fields="z")
+
+
+def test_overlapping_fields():
+    cls = _fresh_fields()
+    with pytest.raises(ValueError, match=r"register_dataclass\(Fields\): 'x' is listed in both"):
+        typecheck_guard.register_dataclass(
+            cls, data_fields=["x", "y", "z"], meta_fields=["x"]
+        )
+
+
+def test_init_false_field_in_inferred_fields():
+    # JAX's own inference lists init=False fields too, and refuses them; we say why.
+    @dataclasses.dataclass
+    class Cached:
+        x: int
+        cache: dict = dataclasses.field(init=False, default_factory=dict)
+
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(Cached)
+    message = str(info.value)
+    assert "Cached): " in message and "Unexpected: 'cache'." in message
+    assert "'cache' is declared with init=False" in message
+    assert "leave it out of data_fields and meta_fields" in message
+    typecheck_guard.register_dataclass(Cached, data_fields=["x"], meta_fields=[])
+    assert jax.tree.map(lambda v: v + 1, Cached(1)).cache == {}
+
+
+def test_unflatten_restore_needs_a_default():
+    @dataclasses.dataclass
+    class Derived:
+        x: int
+        cache: dict = dataclasses.field(init=False)
+
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(Derived, data_fields=["x"], meta_fields=[])
+    message = str(info.value)
+    assert "register_dataclass(" in message and "Derived)" in message
+    assert "'cache'" in message and "init=False" in message
+    assert "dataclasses.field(init=False, default=...)" in message
+
+
+def test_failed_registration_leaves_no_trace():
+    # A rejected class can still be registered correctly afterwards.
+    cls = _fresh_fields()
+    with pytest.raises(ValueError):
+        typecheck_guard.register_dataclass(cls, data_fields=["x"], meta_fields=[])
+    typecheck_guard.register_dataclass(cls)
+    assert typecheck_guard._register.adapted_how(cls) == "typecheck_guard.register_dataclass"
+
+
+def test_adapting_a_class_twice():
+    @typecheck_guard.register_dataclass
+    @dataclasses.dataclass
+    class Twice:
+        x: int
+
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(Twice)
+    message = str(info.value)
+    assert "<locals>.Twice is already registered as a JAX pytree node" in message
+    assert "by typecheck_guard.register_dataclass" in message
+    assert "remove the second @typecheck_guard.register_dataclass" in message
+    # The class still works: the failed second registration changed nothing.
+    assert jax.tree.map(lambda v: v + 1, Twice(1)).x == 2
+
+
+def test_adapting_a_flax_struct_class():
+    @struct.dataclass
+    class Flaxed:
+        x: int
+
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(Flaxed)
+    message = str(info.value)
+    assert "Flaxed is already registered" in message
+    assert "by jax.tree_util.register_dataclass" in message
+    assert "typecheck_guard.install() before the class is defined" in message
+    assert "unflatten_safe" in message
+
+
+def test_adapting_a_register_pytree_node_class():
+    @jax.tree_util.register_pytree_node_class
+    class Custom:
+        def __init__(self, x):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.register_dataclass(Custom, data_fields=["x"], meta_fields=[])
+    message = str(info.value)
+    assert "Custom is already registered" in message
+    assert "register_pytree_node (unflatten:" in message and "tree_unflatten" in message
+    assert "remove the other decorator" in message
+
+
+def test_install_then_register_dataclass_on_an_adapted_struct(installed):
+    @struct.dataclass
+    class Adapted:
+        x: int
+
+    with pytest.raises(ValueError, match=r"Adapted is already registered .*by flax\.struct\.dataclass"):
+        typecheck_guard.register_dataclass(Adapted)
+
+
+@pytest.mark.parametrize("bad", [3, "step", None, [jax.jit(lambda x: x)]])
+def test_unflatten_safe_on_a_non_callable(bad):
+    if bad is None:
+        # `unflatten_safe(None)` is the context-manager form, not an error.
+        assert repr(typecheck_guard.unflatten_safe(None)) == "typecheck_guard.unflatten_safe()"
+        return
+    with pytest.raises(TypeError) as info:
+        typecheck_guard.unflatten_safe(bad)
+    message = str(info.value)
+    assert f"got {bad!r} of type {type(bad).__name__}" in message
+    assert "with typecheck_guard.unflatten_safe():" in message
+    assert "typecheck_guard.unflatten_safe(jax.jit(step))" in message
+
+
+@pytest.mark.parametrize("package", ["jax", "jaxtyping", "flax", "equinox", "chex"])
+def test_unsupported_version_is_refused_at_install(package, monkeypatch):
+    real = _versions.installed
+    monkeypatch.setattr(
+        _versions, "installed", lambda p: "0.0.1" if p == package else real(p)
+    )
+    before = jax.tree_util.register_dataclass
+    with pytest.raises(RuntimeError) as info:
+        typecheck_guard.install()
+    message = str(info.value)
+    low, _ = _versions.SUPPORTED[package]
+    assert message == (
+        f"typecheck_guard supports {package} >={low}, but {package} 0.0.1 is "
+        f"installed. Install a supported version (pip install '{package}>={low}')."
+    )
+    # Nothing was patched.
+    assert not typecheck_guard.installed()
+    assert jax.tree_util.register_dataclass is before
+
+
+def test_newer_than_supported_is_refused(monkeypatch):
+    monkeypatch.setitem(_versions.SUPPORTED, "flax", ("0.1", "0.2"))
+    with pytest.raises(RuntimeError, match=r"supports flax >=0\.1,<0\.2, but flax .* is installed"):
+        typecheck_guard.install()
+    assert not typecheck_guard.installed()
+
+
+def test_a_library_that_is_not_installed_is_not_checked(monkeypatch):
+    real = _versions.installed
+    monkeypatch.setattr(
+        _versions, "installed", lambda p: None if p == "equinox" else real(p)
+    )
+    _versions.check_all()
+
+
+def test_installed_versions_are_supported():
+    # The environment the suite runs in is inside the range it claims.
+    _versions.check_all()
+    for package in _versions.CHECKED_AT_INSTALL:
+        assert package in _versions.SUPPORTED
+
+
+def test_supported_ranges_match_pyproject():
+    import pathlib
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    pyproject = pathlib.Path(__file__).parents[1] / "pyproject.toml"
+    if not pyproject.exists():  # installed without its source tree
+        pytest.skip("no pyproject.toml")
+    project = tomllib.loads(pyproject.read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        requirements.extend(extra)
+    declared = {}
+    for requirement in requirements:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", requirement)
+        if match:
+            declared.setdefault(match[1], set()).add(match[2])
+    for package in _versions.CHECKED_AT_INSTALL:
+        low, _ = _versions.SUPPORTED[package]
+        assert declared.get(package) == {low}, package
+
+
+def test_version_parse():
+    assert _versions.parse("0.6.0") == (0, 6, 0)
+    assert _versions.parse("0.4.36.dev20241201+g1234") == (0, 4, 36)
+    assert _versions.parse("0.10.2rc1") == (0, 10, 2)
+    assert _versions.parse("0.10.2") > _versions.parse("0.6.0")
