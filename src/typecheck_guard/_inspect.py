@@ -137,10 +137,10 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
 
 def at_risk() -> list[UnadaptedClass]:
     """Every registered class whose unflatten would run a typecheck."""
-    from ._jaxcompat import registry
+    from ._jaxcompat import registry_items
 
     out = []
-    for cls, entry in list(registry().items()):
+    for cls, entry in registry_items():
         record = describe(cls, entry)
         if record is not None:
             out.append(record)

@@ -54,6 +54,17 @@ def registry() -> dict[type, Any]:
     return _load()[0]
 
 
+def registry_items() -> list[tuple[type, Any]]:
+    """A snapshot of `registry()`'s items, safe while other threads register classes.
+
+    `list(d.items())` builds a tuple per item, and an allocation can start a garbage
+    collection whose finalizers run Python code and switch threads: another thread
+    registering a class then fails us with "dictionary changed size during
+    iteration". `dict.copy()` of a dict keyed by classes runs no Python code.
+    """
+    return list(_load()[0].copy().items())
+
+
 def make_is_tracing():
     """An O(1) function answering "is JAX tracing on this thread right now?"."""
     _, trace_ctx, eval_trace = _load()

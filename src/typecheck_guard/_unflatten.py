@@ -207,6 +207,7 @@ def _sync() -> None:
     if len(reg) == _seen:
         return
     from ._inspect import calls_on_unflatten, describe
+    from ._jaxcompat import registry_items
 
     with _lock:
         if not _library_prefixes:
@@ -217,7 +218,7 @@ def _sync() -> None:
                 _unflatten_codes.add(chex_dataclass._dataclass_unflatten.__code__)
             except ImportError:
                 pass
-        items = list(reg.items())
+        items = registry_items()
         for cls, entry in items[_seen:]:
             record = describe(cls, entry)
             if record is None:
