@@ -28,6 +28,7 @@ import contextvars
 import functools as ft
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar, overload
 
@@ -66,8 +67,12 @@ _dispatch = _Dispatch()
 
 # Code objects of Python unflatten functions of registered classes.
 _unflatten_codes: set[Any] = set()
-# (owner class, method name) -> the original method, to undo our guards.
-_guards: dict[tuple[type, str], Any] = {}
+# owner class -> names of the methods we guarded there, to undo our guards. Weak:
+# we must not be the reason a class stays alive (JAX's registry may be). The
+# original method is kept on the guard (`__typecheck_guard_original__`), which
+# lives on the class, not here: a method's closure can refer to its class, and a
+# value that refers to its key would keep a weak key alive.
+_guards: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()
 # How many registry entries we have looked at; JAX's registry only grows.
 _seen = 0
 _lock = threading.RLock()
@@ -165,6 +170,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
 
     ft.update_wrapper(guard, checked)
     guard.__typecheck_guard_original__ = checked  # type: ignore[attr-defined]
+    guard.__typecheck_guard_guards__ = cls  # type: ignore[attr-defined]
     guard.__typecheck_guard_verdicts__ = verdicts  # type: ignore[attr-defined]
     return guard
 
@@ -172,7 +178,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
 def _guard_class(cls: type, methods: tuple[str, ...]) -> None:
     for name in methods:
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
-        if owner is None or owner is object or (owner, name) in _guards:
+        if owner is None or owner is object or name in _guards.get(owner, ()):
             continue
         original = vars(owner)[name]
         layers = peel(original)
@@ -190,7 +196,7 @@ def _guard_class(cls: type, methods: tuple[str, ...]) -> None:
             setattr(owner, name, guard)
         except (TypeError, AttributeError):
             continue
-        _guards[(owner, name)] = original
+        _guards.setdefault(owner, set()).add(name)
 
 
 _registry: dict[type, Any] | None = None
@@ -234,8 +240,14 @@ def unguard_all() -> None:
     """Put back every method `unflatten_safe` guarded (called by `uninstall()`)."""
     global _seen
     with _lock:
-        for (owner, name), original in list(_guards.items()):
-            setattr(owner, name, original)
+        for owner, names in list(_guards.items()):
+            for name in names:
+                guard = vars(owner).get(name)
+                original = getattr(guard, "__typecheck_guard_original__", None)
+                # Only put back what is still our guard: if the user has replaced
+                # the method since, theirs stays.
+                if original is not None and guard.__typecheck_guard_guards__ is owner:
+                    setattr(owner, name, original)
         _guards.clear()
         _unflatten_codes.clear()
         _seen = 0
