@@ -16,12 +16,12 @@ after it is executed (the design of typeguard's `_importhook.py`).
 from __future__ import annotations
 
 import contextlib
-import functools as ft
 import importlib.abc
 import importlib.util
 import inspect
 import logging
 import sys
+import weakref
 from typing import Any
 
 from .._codegen import generate_dict_unflatten
@@ -46,21 +46,29 @@ def _make_register(module: Any) -> Any:
     from .._register import _adapted, _lock
 
     flatten_with_path = module._flatten_with_path
+    # chex caches its registration function with `functools.cache`, because it runs
+    # on every construction; ours remembers the classes it has seen weakly, so
+    # that we are not what keeps a chex dataclass alive.
+    seen: weakref.WeakSet[type] = weakref.WeakSet()
 
-    @ft.cache
     def register_dataclass_type_with_jax_tree_util(data_class: type) -> None:
         """typecheck_guard's replacement for chex's registration function."""
+        if data_class in seen:
+            return
         with _lock:
             if data_class in registry():
                 _logger.info("%s is already registered as JAX PyTree node.", data_class)
-                return
-            register_pytree_with_keys(
-                nodetype=data_class,
-                flatten_with_keys=flatten_with_path,
-                flatten_func=_flatten,
-                unflatten_func=generate_dict_unflatten(data_class),
-            )
-            _adapted[data_class] = "chex.dataclass"
+            else:
+                register_pytree_with_keys(
+                    nodetype=data_class,
+                    flatten_with_keys=flatten_with_path,
+                    flatten_func=_flatten,
+                    unflatten_func=generate_dict_unflatten(data_class),
+                )
+                _adapted[data_class] = "chex.dataclass"
+            # Only once registered: another thread that finds it here goes on to
+            # flatten it.
+            seen.add(data_class)
 
     return register_dataclass_type_with_jax_tree_util
 
