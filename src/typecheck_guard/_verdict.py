@@ -5,10 +5,10 @@ A check on `__init__(self, **fields)` reads each argument's type and, for arrays
 shape and dtype (jaxtyping), plus the values of non-array leaves (`Literal`, `int`
 vs `bool`, ...). The key is the treedef of the arguments (which holds every pytree
 node's type and auxiliary data) and, per leaf, its type with its abstract value
-(shape, dtype, weak type) for arrays, or the leaf itself for hashable leaves.
-Anything else (an unhashable leaf, a tracer) makes the call uncacheable: it is
-checked every time. Only passing verdicts are stored; a failure is never cached, so
-a bad construction raises every time.
+(shape, dtype, weak type) for arrays, or the leaf itself for Python and numpy
+scalars, strings and `None`. Anything else (a tracer, any other object) makes the
+call uncacheable: it is checked every time. Only passing verdicts are stored; a
+failure is never cached, so a bad construction raises every time.
 """
 
 from __future__ import annotations
@@ -21,39 +21,46 @@ __all__ = ["VerdictCache", "signature"]
 
 
 @ft.cache
-def _leaf_tools() -> tuple[Any, Any, Any]:
+def _leaf_tools() -> tuple[Any, Any, Any, Any]:
     import jax
     import numpy as np
     from jax._src.array import ArrayImpl
 
-    return jax.tree_util.tree_flatten, ArrayImpl, np.ndarray
+    return jax.tree_util.tree_flatten, ArrayImpl, np.ndarray, np.generic
 
 
 class _Uncacheable(Exception):
     pass
 
 
-def _leaf_key(leaf: Any, array_type: Any, ndarray: Any) -> Any:
+# Non-array leaves we key on by value. Any other leaf makes the call uncacheable:
+# an object hashed by identity would never give a hit (the next construction brings
+# a new object), yet each miss would keep one alive in the cache, with whatever it
+# refers to (device arrays included).
+_VALUE_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
+
+
+def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, generic: Any) -> Any:
     t = type(leaf)
     if t is array_type:
         return (t, leaf.aval)
     if t is ndarray:
         return (t, leaf.shape, leaf.dtype)
-    try:
-        hash(leaf)
-    except TypeError:
-        raise _Uncacheable from None
-    if hasattr(leaf, "aval"):  # tracers and other array-likes: checked every time
-        raise _Uncacheable
-    return (t, leaf)
+    if t in _VALUE_TYPES or isinstance(leaf, generic):  # numpy scalars: by value
+        return (t, leaf)
+    # Tracers, other array-likes, objects: checked every time.
+    raise _Uncacheable
 
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The cache key of one call, or `None` when the call can't be cached."""
-    tree_flatten, array_type, ndarray = _leaf_tools()
+    tree_flatten, array_type, ndarray, generic = _leaf_tools()
     leaves, treedef = tree_flatten((args, kwargs))
     try:
-        key = (treedef, tuple([_leaf_key(x, array_type, ndarray) for x in leaves]))
+        key = (
+            treedef,
+            tuple([_leaf_key(x, array_type, ndarray, generic) for x in leaves]),
+        )
         hash(key)
     except (_Uncacheable, TypeError):
         return None
