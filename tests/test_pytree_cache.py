@@ -501,7 +501,9 @@ def test_changed_internals_fail_install_loudly(monkeypatch, reload_internals):
         _install()
     message = str(e.value)
     assert f"jaxtyping {jaxtyping.__version__}" in message
-    assert "jaxtyping>=0.2.36" in message
+    from typecheck_guard._versions import spec
+
+    assert f"jaxtyping{spec('jaxtyping')}" in message
     assert "install(pytree_cache=False)" in message
     assert not typecheck_guard.installed()
     assert _MetaPyTree.__dict__["__instancecheck__"] is original
