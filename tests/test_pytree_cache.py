@@ -643,7 +643,11 @@ def _cases(draw: Any) -> tuple[Any, Any, Any, bool]:
     )
     single, variadic, structures = draw(_priors)
     own = jax.tree_util.tree_structure(tree)
-    structures = {k: own if v == "own" else v for k, v in structures.items()}
+    # (`isinstance` first: on jax 0.6, `PyTreeDef == str` raises TypeError.)
+    structures = {
+        k: own if isinstance(v, str) and v == "own" else v
+        for k, v in structures.items()
+    }
     return ann, tree, (single, variadic, structures), draw(st.booleans())
 
 
