@@ -153,7 +153,12 @@ def test_verdict_cache_is_exact(typecheck):
 
 
 @pytest.mark.parametrize("transform", ["tree_map", "vmap", "grad", "scan"])
-def test_transform_outputs(transform, typecheck):
+def test_transform_outputs(transform, typecheck, request):
+    if transform == "vmap" and jax.__version_info__ < (0, 8):
+        # Before jax 0.8, vmap broadcasts `in_axes` by unflattening the arguments'
+        # treedef with placeholder leaves (`api_util.flatten_axes`), which calls
+        # Early's checked __init__ with them: it raises, with or without us.
+        request.applymarker(pytest.mark.xfail(raises=typecheck.errors, strict=True))
     Early = _struct(typecheck)
     s = Early(jnp.ones(3), jnp.ones(3))
 
