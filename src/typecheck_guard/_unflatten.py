@@ -246,7 +246,8 @@ def unguard_all() -> None:
                 original = getattr(guard, "__typecheck_guard_original__", None)
                 # Only put back what is still our guard: if the user has replaced
                 # the method since, theirs stays.
-                if original is not None and guard.__typecheck_guard_guards__ is owner:
+                guards = getattr(guard, "__typecheck_guard_guards__", None)
+                if original is not None and guards is owner:
                     setattr(owner, name, original)
         _guards.clear()
         _unflatten_codes.clear()
