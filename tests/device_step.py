@@ -130,9 +130,13 @@ def shard_map_step(mesh):
         grads = jax.lax.pmean(jax.grad(loss)(state.params, x, y), "data")
         return update(state, grads)
 
-    specs = dict(mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P())
+    def mapped(f):
+        return shard_map(
+            f, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=P()
+        )
+
     if EXPLICIT_SHARDINGS:
-        return jax.jit(shard_map(local, **specs), donate_argnums=0)
+        return jax.jit(mapped(local), donate_argnums=0)
 
     # Before jax 0.8, shard_map broadcasts its specs the same way (see above), so
     # there the state crosses the shard_map boundary as its list of leaves; the
@@ -144,7 +148,7 @@ def shard_map_step(mesh):
             out = local(jax.tree.unflatten(treedef, leaves), x, y)
             return jax.tree.leaves(out)
 
-        out = shard_map(on_leaves, **specs)(leaves, x, y)
+        out = mapped(on_leaves)(leaves, x, y)
         return jax.tree.unflatten(treedef, out)
 
     return jax.jit(step, donate_argnums=0)
@@ -153,10 +157,10 @@ def shard_map_step(mesh):
 def initial(Params, State, mesh):
     replicated = NamedSharding(mesh, P())
     key = jax.random.PRNGKey(0)
-    params = Params(
-        jax.random.normal(key, (4, 3)), jnp.zeros(3, dtype=jnp.float32)
+    params = Params(jax.random.normal(key, (4, 3)), jnp.zeros(3, dtype=jnp.float32))
+    state = State(
+        params, jax.tree.map(jnp.zeros_like, params), jnp.zeros((), jnp.int32)
     )
-    state = State(params, jax.tree.map(jnp.zeros_like, params), jnp.zeros((), jnp.int32))
     # Not `jax.device_put(state, replicated)`: before jax 0.8, broadcasting a
     # sharding prefix over a pytree builds the tree with placeholder leaves through
     # its constructor, which a typechecked class rejects (with or without us).

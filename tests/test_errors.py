@@ -16,7 +16,7 @@ from typecheck_guard import _versions
 
 def test_register_dataclass_on_a_non_class():
     with pytest.raises(TypeError, match=r"expects a class, got 3") as info:
-        typecheck_guard.register_dataclass(3)
+        typecheck_guard.register_dataclass(3)  # pyright: ignore[reportCallIssue, reportArgumentType]
     assert "@dataclasses.dataclass" in str(info.value)
 
 
@@ -33,9 +33,7 @@ def test_register_dataclass_on_a_non_dataclass():
     assert "@dataclasses.dataclass" in message
     assert "data_fields=[...]" in message and "meta_fields=[...]" in message
     # Naming the fields is the documented way for a plain class, as with JAX.
-    typecheck_guard.register_dataclass(
-        NotADataclass, data_fields=["x"], meta_fields=[]
-    )
+    typecheck_guard.register_dataclass(NotADataclass, data_fields=["x"], meta_fields=[])
     leaves, treedef = jax.tree.flatten(NotADataclass(1))
     assert leaves == [1] and treedef.unflatten([2]).x == 2
 
@@ -76,7 +74,10 @@ def test_missing_field_names():
 
 def test_unknown_drop_field():
     cls = _fresh_fields()
-    with pytest.raises(ValueError, match=r"drop_fields names 'w', which is not a field of Fields\. Its fields are: x, y, z"):
+    with pytest.raises(
+        ValueError,
+        match=r"drop_fields names 'w', which is not a field of Fields\. Its fields are: x, y, z",
+    ):
         typecheck_guard.register_dataclass(
             cls, data_fields=["x", "y", "z"], meta_fields=[], drop_fields=["w"]
         )
@@ -84,7 +85,9 @@ def test_unknown_drop_field():
 
 def test_only_one_of_data_and_meta_fields():
     cls = _fresh_fields()
-    with pytest.raises(TypeError, match=r"register_dataclass\(Fields\).*Add meta_fields=\[\.\.\.\]"):
+    with pytest.raises(
+        TypeError, match=r"register_dataclass\(Fields\).*Add meta_fields=\[\.\.\.\]"
+    ):
         typecheck_guard.register_dataclass(cls, data_fields=["x", "y", "z"])
 
 
@@ -96,7 +99,9 @@ def test_a_string_instead_of_a_list():
 
 def test_overlapping_fields():
     cls = _fresh_fields()
-    with pytest.raises(ValueError, match=r"register_dataclass\(Fields\): 'x' is listed in both"):
+    with pytest.raises(
+        ValueError, match=r"register_dataclass\(Fields\): 'x' is listed in both"
+    ):
         typecheck_guard.register_dataclass(
             cls, data_fields=["x", "y", "z"], meta_fields=["x"]
         )
@@ -139,7 +144,10 @@ def test_failed_registration_leaves_no_trace():
     with pytest.raises(ValueError):
         typecheck_guard.register_dataclass(cls, data_fields=["x"], meta_fields=[])
     typecheck_guard.register_dataclass(cls)
-    assert typecheck_guard._register.adapted_how(cls) == "typecheck_guard.register_dataclass"
+    assert (
+        typecheck_guard._register.adapted_how(cls)
+        == "typecheck_guard.register_dataclass"
+    )
 
 
 def test_adapting_a_class_twice():
@@ -198,7 +206,9 @@ def test_install_then_register_dataclass_on_an_adapted_struct(installed):
     class Adapted:
         x: int
 
-    with pytest.raises(ValueError, match=r"Adapted is already registered .*by flax\.struct\.dataclass"):
+    with pytest.raises(
+        ValueError, match=r"Adapted is already registered .*by flax\.struct\.dataclass"
+    ):
         typecheck_guard.register_dataclass(Adapted)
 
 
@@ -206,7 +216,10 @@ def test_install_then_register_dataclass_on_an_adapted_struct(installed):
 def test_unflatten_safe_on_a_non_callable(bad):
     if bad is None:
         # `unflatten_safe(None)` is the context-manager form, not an error.
-        assert repr(typecheck_guard.unflatten_safe(None)) == "typecheck_guard.unflatten_safe()"
+        assert (
+            repr(typecheck_guard.unflatten_safe(None))  # pyright: ignore[reportArgumentType]
+            == "typecheck_guard.unflatten_safe()"
+        )
         return
     with pytest.raises(TypeError) as info:
         typecheck_guard.unflatten_safe(bad)
@@ -238,7 +251,9 @@ def test_unsupported_version_is_refused_at_install(package, monkeypatch):
 
 def test_newer_than_supported_is_refused(monkeypatch):
     monkeypatch.setitem(_versions.SUPPORTED, "flax", ("0.1", "0.2"))
-    with pytest.raises(RuntimeError, match=r"supports flax >=0\.1,<0\.2, but flax .* is installed"):
+    with pytest.raises(
+        RuntimeError, match=r"supports flax >=0\.1,<0\.2, but flax .* is installed"
+    ):
         typecheck_guard.install()
     assert not typecheck_guard.installed()
 

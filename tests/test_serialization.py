@@ -46,7 +46,9 @@ def _state_classes(typecheck):
 
 def _trained(Params, State):
     params = Params(jnp.arange(6.0).reshape(2, 3), jnp.ones(3))
-    state = State(params, {"m": jnp.zeros(3), "v": (jnp.ones(2),)}, jnp.zeros((), jnp.int32))
+    state = State(
+        params, {"m": jnp.zeros(3), "v": (jnp.ones(2),)}, jnp.zeros((), jnp.int32)
+    )
 
     @jax.jit
     def step(s):

@@ -152,7 +152,7 @@ def test_asyncio_tasks_half_guarded(typecheck):
 
     results = asyncio.run(main())
     assert results == [float(state.x[0]) + N] * 8
-    for name, count in counter.counts.items():
+    for name in counter.counts:
         assert not name.startswith(("with", "call")), counter.counts
     plain = {n: c for n, c in counter.counts.items() if n.startswith("plain")}
     assert len(plain) == 4 and all(c >= N for c in plain.values()), counter.counts
@@ -201,7 +201,8 @@ def test_nesting(typecheck):
         outer = _state.get()
         with typecheck_guard.unflatten_safe():
             state = guarded_step(step(state))
-            assert _state.get().parent is outer
+            inner = _state.get()
+            assert inner is not None and inner.parent is outer
         assert _state.get() is outer
         state = loop(state)
         assert _state.get() is outer
@@ -221,7 +222,7 @@ def test_exception_in_a_guarded_block_restores_state(typecheck):
     with pytest.raises(ZeroDivisionError):
         with typecheck_guard.unflatten_safe():
             step(state)
-            1 / 0
+            raise ZeroDivisionError
     assert _state.get() is None
 
     @typecheck_guard.unflatten_safe
@@ -273,7 +274,7 @@ def test_exception_raised_by_an_unchecked_unflatten_restores_state():
         assert treedef.unflatten([2]).x == 2
         with pytest.raises(ValueError, match="no strings"):
             treedef.unflatten(["bad"])
-        assert _state.get() is block and not block.skip
+        assert block is not None and _state.get() is block and not block.skip
         with pytest.raises(ValueError, match="no strings"):
             Picky("direct")
     assert _state.get() is None
@@ -346,7 +347,9 @@ def test_install_uninstall_racing_class_creation(typecheck):
                         n = len(created)
                     action()
                     with progress:
-                        assert progress.wait_for(lambda: created_since(n), timeout=120)
+                        assert progress.wait_for(
+                            lambda n=n: created_since(n), timeout=120
+                        )
         except BaseException as e:
             errors.append((e, traceback.format_exc()))
         finally:
@@ -407,7 +410,10 @@ def test_install_uninstall_racing_class_creation(typecheck):
             errors.append((e, traceback.format_exc()))
 
     threads = [threading.Thread(target=toggle)]
-    threads += [threading.Thread(target=create, args=(k,)) for k in ("struct", "chex", "dataclass")]
+    threads += [
+        threading.Thread(target=create, args=(k,))
+        for k in ("struct", "chex", "dataclass")
+    ]
     threads.append(threading.Thread(target=guard_loop))
     for t in threads:
         t.start()

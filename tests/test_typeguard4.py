@@ -3,6 +3,8 @@ skip its check with `typeguard.suppress_type_checks` (`_checkers.py`). Runs only
 the typeguard 4 environment (`nox -s typeguard4`); typeguard 4 skips jaxtyping's
 generated code, so these classes have a handwritten `@typechecked` `__init__`."""
 
+# pyright: reportArgumentType=false, reportAttributeAccessIssue=false
+# (Bad arguments on purpose, and typeguard 4's private modules.)
 from __future__ import annotations
 
 import sys

@@ -42,6 +42,7 @@ def make_custom():
 
         @classmethod
         def tree_unflatten(cls, scale, children):
-            return cls(*children, scale)
+            (x,) = children
+            return cls(x, scale)
 
     return Custom
