@@ -6,7 +6,7 @@ shape and dtype (jaxtyping), plus the values of non-array leaves (`Literal`, `in
 vs `bool`, ...). The key is the treedef of the arguments (which holds every pytree
 node's type and auxiliary data) and, per leaf, its type with its abstract value
 (shape, dtype, weak type) for arrays, or the leaf itself for Python and numpy
-scalars, strings and `None`. Anything else (a tracer, any other object) makes the
+scalars, strings, `None` and abstract values (`ShapedArray`, `ShapeDtypeStruct`). Anything else (a tracer, any other object) makes the
 call uncacheable: it is checked every time. Only passing verdicts are stored; a
 failure is never cached, so a bad construction raises every time.
 """
@@ -21,12 +21,18 @@ __all__ = ["VerdictCache", "signature"]
 
 
 @ft.cache
-def _leaf_tools() -> tuple[Any, Any, Any, Any]:
+def _leaf_tools() -> tuple[Any, Any, Any, tuple[type, ...]]:
     import jax
     import numpy as np
     from jax._src.array import ArrayImpl
+    from jax._src.core import AbstractValue
 
-    return jax.tree_util.tree_flatten, ArrayImpl, np.ndarray, np.generic
+    # Leaves hashed by value besides `_VALUE_TYPES`: numpy scalars, and abstract
+    # values (`ShapedArray`, `jax.ShapeDtypeStruct`), which JAX itself puts in
+    # place of arrays when it rebuilds a tree of shapes (`jax.eval_shape`, output
+    # avals at dispatch).
+    by_value = (np.generic, AbstractValue, jax.ShapeDtypeStruct)
+    return jax.tree_util.tree_flatten, ArrayImpl, np.ndarray, by_value
 
 
 class _Uncacheable(Exception):
@@ -40,13 +46,13 @@ class _Uncacheable(Exception):
 _VALUE_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
 
 
-def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, generic: Any) -> Any:
+def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, by_value: Any) -> Any:
     t = type(leaf)
     if t is array_type:
         return (t, leaf.aval)
     if t is ndarray:
         return (t, leaf.shape, leaf.dtype)
-    if t in _VALUE_TYPES or isinstance(leaf, generic):  # numpy scalars: by value
+    if t in _VALUE_TYPES or isinstance(leaf, by_value):
         return (t, leaf)
     # Tracers, other array-likes, objects: checked every time.
     raise _Uncacheable
@@ -54,12 +60,12 @@ def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, generic: Any) -> Any:
 
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The cache key of one call, or `None` when the call can't be cached."""
-    tree_flatten, array_type, ndarray, generic = _leaf_tools()
+    tree_flatten, array_type, ndarray, by_value = _leaf_tools()
     leaves, treedef = tree_flatten((args, kwargs))
     try:
         key = (
             treedef,
-            tuple([_leaf_key(x, array_type, ndarray, generic) for x in leaves]),
+            tuple([_leaf_key(x, array_type, ndarray, by_value) for x in leaves]),
         )
         hash(key)
     except (_Uncacheable, TypeError):
