@@ -89,6 +89,10 @@ _instancecheck_files: set[str] = set()
 _guard_code: CodeType | None = None
 _is_tracing: Any = None
 _library_dirs: tuple[str, ...] = ()
+# typeguard 4's `_suppression` module: its instrumented code calls into
+# `typeguard._functions` even under `suppress_type_checks()` (which
+# `unflatten_safe` uses to skip it), and returns at once; that is no check.
+_typeguard_suppression: Any = None
 
 _BEARTYPE_PREFIX: Final = "<@beartype("
 _TYPEGUARD_FUNCTIONS: Final = frozenset(
@@ -259,10 +263,18 @@ def _package_dirs() -> tuple[str, ...]:
 def prepare() -> None:
     """Find the checkers' code objects (checking that they still look the way we
     expect) and JAX's tracing state. Called when the guard is switched on."""
-    global _is_tracing, _library_dirs, _guard_code
+    global _is_tracing, _library_dirs, _guard_code, _typeguard_suppression
     from ._jaxcompat import make_is_tracing
 
     codes, owners, files, _guard_code = _find_codes()
+    _typeguard_suppression = None
+    if _installed("typeguard"):
+        try:
+            from typeguard import _suppression  # pyright: ignore (typeguard 4)
+        except ImportError:  # 2.x
+            pass
+        else:
+            _typeguard_suppression = _suppression
     _is_tracing = make_is_tracing()
     _library_dirs = _package_dirs()
     _known.clear()
@@ -408,6 +420,12 @@ class Window:
 
     def _enter(self, frame: FrameType, kind: int) -> None:
         if self._exempt is not None:
+            return
+        if (
+            kind == _TYPEGUARD
+            and _typeguard_suppression is not None
+            and _typeguard_suppression.type_checks_suppressed
+        ):
             return
         try:
             if self._active is not None:
