@@ -300,3 +300,13 @@ def test_version_parse():
     assert _versions.parse("0.4.36.dev20241201+g1234") == (0, 4, 36)
     assert _versions.parse("0.10.2rc1") == (0, 10, 2)
     assert _versions.parse("0.10.2") > _versions.parse("0.6.0")
+
+
+def test_runtime_checks_unknown_level():
+    with pytest.raises(ValueError) as info:
+        typecheck_guard.runtime_checks("sometimes")  # pyright: ignore[reportArgumentType]
+    message = str(info.value)
+    assert "runtime_checks: unknown level 'sometimes'" in message
+    for level in ('"allow"', '"log"', '"disallow"'):
+        assert level in message
+    assert 'with typecheck_guard.runtime_checks("disallow"):' in message

@@ -59,6 +59,7 @@ def _trained(Params, State):
     return run_cached(step, state, 5)
 
 
+@pytest.mark.allow_runtime_typechecks  # the run without the plugin checks on purpose
 def test_msgpack_bytes_identical_with_and_without_plugin(typecheck, request):
     Plain = _state_classes(typecheck)
     request.getfixturevalue("installed")

@@ -23,6 +23,9 @@ from jaxtyping import Array, Float, jaxtyped
 import typecheck_guard
 from typecheck_guard._unflatten import _state
 
+# Unguarded workers check at dispatch on purpose: that is what we count.
+pytestmark = pytest.mark.allow_runtime_typechecks
+
 N = 25  # cache-hit calls per worker
 WORKERS = 8
 

@@ -59,6 +59,7 @@ def _classes():
     return typeguard4_classes
 
 
+@pytest.mark.allow_runtime_typechecks  # unguarded calls check on purpose
 def test_typeguard4_checks_every_unflatten_without_us():
     Custom = _classes().make_custom()
     step = jax.jit(lambda c: type(c)(c.x * c.scale, c.scale))
@@ -89,6 +90,7 @@ def test_install_adapts_a_typeguard4_struct(installed):
         bad(jnp.ones(3))
 
 
+@pytest.mark.allow_runtime_typechecks  # unguarded calls check on purpose
 @pytest.mark.parametrize("form", ["call", "with"])
 def test_unflatten_safe_with_typeguard4(form):
     Custom = _classes().make_custom()
@@ -126,7 +128,8 @@ def test_unflatten_safe_with_typeguard4(form):
 
 def test_suppression_does_not_outlive_the_unflatten():
     # `suppress_type_checks` is process-wide in typeguard 4: after a guarded
-    # unflatten, checks are back on.
+    # unflatten, checks are back on. (Not marked allow_runtime_typechecks: the
+    # runtime guard must not count typeguard's suppressed calls as checks.)
     Custom = _classes().make_custom()
     step = typecheck_guard.unflatten_safe(jax.jit(lambda c: c))
     step(step(Custom(jnp.ones(2), 1.0)))
