@@ -407,3 +407,29 @@ def test_filter_jit_and_nnx_jit_need_install(jit, typecheck, request):
     typecheck.reset()
     run_cached(step, state, 10)
     assert typecheck.calls == 0
+
+
+def test_verdict_cache_skipped_inside_an_outer_jaxtyped_memo(typecheck):
+    # A plain-checker `__init__` reads dims from the memo of an enclosing `@jaxtyped`
+    # function: its verdict depends on more than its arguments, so it is not cached.
+    @jax.tree_util.register_pytree_node_class
+    class Plain:
+        @typecheck
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    @jaxtyped(typechecker=typecheck)
+    def build(y: Float[Array, " n"], x: jax.Array) -> Plain:
+        return Plain(x)
+
+    with typecheck_guard.unflatten_safe():
+        build(jnp.ones(3), jnp.ones(3))
+        with pytest.raises(typecheck.errors):
+            build(jnp.ones(4), jnp.ones(3))

@@ -119,6 +119,18 @@ def _code_of(fn: Any) -> Any:
     return getattr(fn, "__code__", None)
 
 
+def _outer_memo_probe(checked: Any) -> Callable[[], bool] | None:
+    """`None` when `checked` brings its own shape memo (jaxtyping outermost), else a
+    function telling whether an enclosing `@jaxtyped` memo is active."""
+    if peel(checked).checkers[:1] == ("jaxtyping",):
+        return None
+    try:
+        from jaxtyping._storage import _has_shape_memo
+    except ImportError:  # not the jaxtyping we know: assume a memo may be active
+        return lambda: True
+    return _has_shape_memo
+
+
 def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     from ._jaxcompat import make_is_tracing
 
@@ -133,6 +145,11 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     # `self` is not part of `__init__`'s verdict (it is an empty instance), but it is
     # all of `__post_init__`'s.
     drop_self = name == "__init__"
+    # A method whose outermost checker is jaxtyping's pushes a fresh shape memo, so its
+    # verdict depends on its arguments only. Any other checker reading jaxtyping
+    # annotations resolves dims against whatever memo an enclosing `@jaxtyped`
+    # function pushed, which is not in the verdict key: no caching then.
+    outer_memo_active = _outer_memo_probe(checked)
 
     def run_unchecked(
         state: _State | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -159,7 +176,11 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
             depth and (code is dispatch_code or _library_code(code))
         ):
             return run_unchecked(state, args, kwargs)
-        key = signature(args[1:] if drop_self else args, kwargs)
+        key = (
+            None
+            if outer_memo_active is not None and outer_memo_active()
+            else signature(args[1:] if drop_self else args, kwargs)
+        )
         if key is None:
             return checked(*args, **kwargs)
         if key in verdicts:
