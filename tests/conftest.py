@@ -64,7 +64,7 @@ def _typeguard() -> Checker:
     version = getattr(typeguard, "__version__", None)
     errors: tuple[type, ...] = (jaxtyping.TypeCheckError, TypeError)
     if hasattr(typeguard, "TypeCheckError"):  # 4.x
-        errors += (typeguard.TypeCheckError,)
+        errors += (typeguard.TypeCheckError,)  # pyright: ignore[reportAttributeAccessIssue]
     del version
     return Checker("typeguard", typeguard.typechecked, errors)
 

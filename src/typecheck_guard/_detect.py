@@ -188,7 +188,7 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
         import typeguard
 
         if hasattr(typeguard, "TypeCheckMemo"):  # 4.x: instrumented code calls these
-            from typeguard import _functions
+            from typeguard import _functions  # pyright: ignore[reportAttributeAccessIssue]
 
             # `check_argument_types_internal`, `check_return_type_internal`,
             # `check_yield_type`, ... (their names change across 4.x releases).
@@ -212,7 +212,7 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
             sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
             typechecked = getattr(typeguard, "typechecked", None)
             wrapper = (
-                _nested_code(typechecked.__code__, "wrapper")
+                _nested_code(typechecked.__code__, "wrapper")  # pyright: ignore[reportOptionalMemberAccess]
                 if hasattr(typechecked, "__code__")
                 else None
             )
@@ -223,7 +223,7 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
                     installed("typeguard"),
                 )
             codes[wrapper] = _TYPEGUARD
-            async_wrapper = _nested_code(typechecked.__code__, "async_wrapper")
+            async_wrapper = _nested_code(typechecked.__code__, "async_wrapper")  # pyright: ignore[reportOptionalMemberAccess]
             if async_wrapper is not None:
                 codes[async_wrapper] = _TYPEGUARD
         for fn in sources:
@@ -483,11 +483,13 @@ def _on_start(code: CodeType, offset: int) -> Any:
     if kind is None:
         kind = _kind_of_code(code)
         if kind == _PLAIN:
-            return sys.monitoring.DISABLE
+            return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
         try:
-            sys.monitoring.set_local_events(
-                _tool, code, sys.monitoring.events.PY_RETURN
+            sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
+                _tool,
+                code,
+                sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
             )
             _returning.add(code)
         except (TypeError, ValueError):  # the guard was switched off meanwhile
@@ -537,7 +539,7 @@ def stop_monitoring() -> None:
     global monitoring, _tool
     if _tool is None:
         return
-    mon = sys.monitoring
+    mon = sys.monitoring  # pyright: ignore[reportAttributeAccessIssue]
     tool, _tool = _tool, None
     monitoring = False
     mon.set_events(tool, 0)

@@ -135,7 +135,7 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
         if getattr(original, "__typecheck_guard_original__", None) is not None:
             continue  # already ours (a module imported twice under one stack)
         _check_factory(original, label, package)
-        setattr(module, attribute, _make_factory(original, label))
+        setattr(module, attribute, _make_factory(original, label))  # pyright: ignore[reportArgumentType]
         stack.callback(setattr, module, attribute, original)
 
 

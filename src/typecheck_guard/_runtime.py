@@ -18,7 +18,7 @@ import contextvars
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal, NamedTuple
 
 from . import _detect
@@ -211,11 +211,11 @@ def watch(
     return out
 
 
-def _report(jitted: Any, caller: Any, checks: list[Check], failed: bool) -> None:
+def _report(jitted: Any, caller: Any, checks: Sequence[Check], failed: bool) -> None:
     __tracebackhide__ = True
     import jax
 
-    if jax.config.jax_disable_jit:
+    if jax.config.jax_disable_jit:  # pyright: ignore[reportAttributeAccessIssue]
         # The jitted function ran eagerly, body included: its checks are not
         # dispatch-time checks. (Read here, on the rare path, not per call.)
         return
