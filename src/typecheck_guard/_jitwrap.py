@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools as ft
-import importlib.abc
 import inspect
 import sys
 import threading
@@ -36,6 +35,7 @@ from typing import Any
 
 from . import _detect, _runtime
 from ._errors import PRIVATE_API_CHANGED
+from ._importhook import after_import
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
@@ -139,45 +139,6 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
         stack.callback(setattr, module, attribute, original)
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, stack: contextlib.ExitStack):
-        self._inner = inner
-        self._stack = stack
-
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):  # type: ignore[no-untyped-def]
-        self._inner.exec_module(module)
-        _patch_module(module, self._stack)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Patches `equinox` / `flax.nnx` right after they are executed, when they are
-    imported after the guard was switched on (typeguard's `_importhook.py`)."""
-
-    def __init__(self, names: set[str], stack: contextlib.ExitStack):
-        self._names = names
-        self._stack = stack
-
-    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname not in self._names:
-            return None
-        index = sys.meta_path.index(self) if self in sys.meta_path else -1
-        for finder in sys.meta_path[index + 1 :]:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader, self._stack)
-                return spec
-        return None
-
-
-def _remove_finder(finder: _Finder) -> None:
-    if finder in sys.meta_path:
-        sys.meta_path.remove(finder)
-
-
 def _start(stack: contextlib.ExitStack) -> None:
     import jax  # noqa: F401  (the guard needs it; patching it is the first step)
 
@@ -192,9 +153,8 @@ def _start(stack: contextlib.ExitStack) -> None:
         else:
             later.add(module_name)
     if later:
-        finder = _Finder(later, stack)
-        sys.meta_path.insert(0, finder)
-        stack.callback(_remove_finder, finder)
+        # equinox / flax.nnx imported after the guard was switched on.
+        after_import(later, lambda module: _patch_module(module, stack), stack)
 
 
 def acquire() -> None:

@@ -16,8 +16,6 @@ after it is executed (the design of typeguard's `_importhook.py`).
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.util
 import inspect
 import logging
 import sys
@@ -26,6 +24,7 @@ from typing import Any
 
 from .._codegen import generate_dict_unflatten
 from .._errors import PRIVATE_API_CHANGED
+from .._importhook import after_import
 from .._versions import check, installed, spec
 
 _MODULE = "chex._src.dataclass"
@@ -107,37 +106,6 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
     )
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, stack: contextlib.ExitStack):
-        self._inner = inner
-        self._stack = stack
-
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module):  # type: ignore[no-untyped-def]
-        self._inner.exec_module(module)
-        _patch_module(module, self._stack)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, stack: contextlib.ExitStack):
-        self._stack = stack
-
-    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname != _MODULE:
-            return None
-        # Ask the finders after us, then wrap the loader they found.
-        index = sys.meta_path.index(self) if self in sys.meta_path else -1
-        for finder in sys.meta_path[index + 1 :]:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader, self._stack)
-                return spec
-        return None
-
-
 def patch(stack: contextlib.ExitStack) -> None:
     module = sys.modules.get(_MODULE)
     if module is not None:
@@ -147,11 +115,4 @@ def patch(stack: contextlib.ExitStack) -> None:
     if found is None:
         return
     check("chex", found)
-    finder = _Finder(stack)
-    sys.meta_path.insert(0, finder)
-    stack.callback(_remove_finder, finder)
-
-
-def _remove_finder(finder: _Finder) -> None:
-    if finder in sys.meta_path:
-        sys.meta_path.remove(finder)
+    after_import({_MODULE}, lambda module: _patch_module(module, stack), stack)
