@@ -433,3 +433,20 @@ def test_verdict_cache_skipped_inside_an_outer_jaxtyped_memo(typecheck):
         build(jnp.ones(3), jnp.ones(3))
         with pytest.raises(typecheck.errors):
             build(jnp.ones(4), jnp.ones(3))
+
+
+def test_verdict_keys_that_refuse_comparison_are_misses():
+    from typecheck_guard._verdict import VerdictCache
+
+    class Touchy:
+        def __hash__(self):
+            return 0
+
+        def __eq__(self, other):
+            raise ValueError("no comparisons")
+
+    cache = VerdictCache()
+    cache.add(("a", Touchy()))
+    assert ("a", Touchy()) not in cache
+    cache.add(("a", Touchy()))  # not stored, not raised
+    assert len(cache) == 1

@@ -85,14 +85,20 @@ class VerdictCache:
     def __contains__(self, key: Any) -> bool:
         try:
             self._keys.move_to_end(key)
-        except KeyError:
+        except Exception:
+            # KeyError: a miss. Anything else comes from comparing two keys whose
+            # hashes collide: aux data that hashes but refuses `==` (JAX raises for
+            # some metadata). A miss too: the construction is checked.
             self.misses += 1
             return False
         self.hits += 1
         return True
 
     def add(self, key: Any) -> None:
-        self._keys[key] = None
+        try:
+            self._keys[key] = None
+        except Exception:  # same as above: such a key is never stored
+            return
         if len(self._keys) > self.maxsize:
             self._keys.popitem(last=False)
 
