@@ -16,7 +16,7 @@ import dataclasses
 import gc
 import types
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import chex
 import jax
@@ -314,3 +314,36 @@ class _nothing:
 
     def __exit__(self, *exc):
         return None
+
+
+def test_functions_are_keyed_weakly():
+    # A TrainState's `apply_fn`, an optax transformation's `init`/`update`: the same
+    # function comes back on every unflatten, so it must give hits, without the
+    # cache keeping it alive.
+    @jax.tree_util.register_pytree_node_class
+    class WithFn:
+        @beartype
+        def __init__(self, x: jax.Array, fn: Callable[[jax.Array], jax.Array]):
+            self.x = x
+            self.fn = fn
+
+        def tree_flatten(self):
+            return (self.x,), self.fn
+
+        @classmethod
+        def tree_unflatten(cls, fn, children):
+            return cls(*children, fn)
+
+    def make_fn():
+        return lambda v: v * 2
+
+    fn = make_fn()
+    ref = weakref.ref(fn)
+    with typecheck_guard.unflatten_safe():
+        WithFn(jnp.ones(2), fn)
+        WithFn(jnp.zeros(2), fn)
+    verdicts = _verdicts(WithFn)
+    assert (verdicts.hits, len(verdicts)) == (1, 1)
+    del fn
+    gc.collect()
+    assert ref() is None

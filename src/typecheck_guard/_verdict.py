@@ -6,8 +6,9 @@ shape and dtype (jaxtyping), plus the values of non-array leaves (`Literal`, `in
 vs `bool`, ...). The key is the treedef of the arguments (which holds every pytree
 node's type and auxiliary data) and, per leaf, its type with its abstract value
 (shape, dtype, weak type) for arrays, or the leaf itself for Python and numpy
-scalars, strings, `None` and abstract values (`ShapedArray`, `ShapeDtypeStruct`). Anything else (a tracer, any other object) makes the
-call uncacheable: it is checked every time. Only passing verdicts are stored; a
+scalars, strings, `None` and abstract values (`ShapedArray`, `ShapeDtypeStruct`),
+and a weak reference for functions. Anything else (a tracer, any other object) makes
+the call uncacheable: it is checked every time. Only passing verdicts are stored; a
 failure is never cached, so a bad construction raises every time.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import collections
 import functools as ft
+import types
+import weakref
 from typing import Any
 
 __all__ = ["VerdictCache", "signature"]
@@ -46,6 +49,19 @@ class _Uncacheable(Exception):
 _VALUE_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
 
 
+# Functions are the one kind of identity-hashed leaf that recurs from call to call:
+# the `apply_fn` of a `TrainState`, the `init`/`update` of an optax transformation,
+# meta fields that every unflatten passes back to the constructor. We key them by a
+# weak reference: it matches the same live function, keeps nothing alive, and once
+# the function is gone its entry matches nothing and ages out of the LRU.
+_WEAKLY_KEYED = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    ft.partial,
+)
+
+
 def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, by_value: Any) -> Any:
     t = type(leaf)
     if t is array_type:
@@ -54,7 +70,12 @@ def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, by_value: Any) -> Any:
         return (t, leaf.shape, leaf.dtype)
     if t in _VALUE_TYPES or isinstance(leaf, by_value):
         return (t, leaf)
-    # Tracers, other array-likes, objects: checked every time.
+    if isinstance(leaf, _WEAKLY_KEYED):
+        try:
+            return (t, weakref.ref(leaf))
+        except TypeError:
+            raise _Uncacheable from None
+    # Tracers, other array-likes, other objects: checked every time.
     raise _Uncacheable
 
 
