@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+from flax import struct
+
+# At module level, not in `make_early`: jaxtyping resolves the string annotations
+# (`from __future__ import annotations`) in the module's globals, and silently
+# checks nothing when it can't.
+from jaxtyping import Array, Float, jaxtyped
 
 
 def run_cached(step: Any, state: Any, n: int = 20) -> Any:
@@ -58,3 +64,17 @@ def count_beartype_calls(fn: Any, *args: Any) -> int:
     finally:
         sys.setprofile(None)
     return calls
+
+
+def make_early(typecheck: Any) -> Any:
+    """A jaxtyped flax.struct with two `Float[Array, " n"]` fields, checked by
+    `typecheck`. Made outside `install()` it keeps JAX's own registration, so every
+    unflatten calls its checked `__init__` unless `unflatten_safe` skips it."""
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Early:
+        x: Float[Array, " n"]
+        y: Float[Array, " n"]
+
+    return Early

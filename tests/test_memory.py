@@ -29,20 +29,10 @@ from jax._src import tree_util as jax_tree_util
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
-from helpers import run_cached
+from helpers import make_early, run_cached
 from typecheck_guard import _unflatten
 
 # --- caches are bounded ------------------------------------------------------------
-
-
-def _early(typecheck):
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Early:
-        x: Float[Array, " n"]
-        y: Float[Array, " n"]
-
-    return Early
 
 
 def _verdicts(cls):
@@ -50,7 +40,7 @@ def _verdicts(cls):
 
 
 def test_verdict_cache_bounded_under_shape_churn(typecheck):
-    Early = _early(typecheck)
+    Early = make_early(typecheck)
     # `device_put` of numpy data: a new shape compiles nothing.
     arrays = [jax.device_put(np.zeros(n, np.float32)) for n in range(1, 700)]
     with typecheck_guard.unflatten_safe():
@@ -72,7 +62,7 @@ def test_verdict_cache_bounded_under_shape_churn(typecheck):
 def test_verdict_cache_bounded_for_jitted_outputs(typecheck):
     # Shape churn through a jitted step: a new output signature per input shape.
     # (With a small bound: each new shape compiles the step.)
-    Early = _early(typecheck)
+    Early = make_early(typecheck)
     step = jax.jit(lambda s: s.replace(x=s.x + 1))
     with typecheck_guard.unflatten_safe():
         state = Early(jnp.ones(1), jnp.ones(1))
@@ -122,7 +112,7 @@ def test_objects_are_not_kept_as_verdict_keys():
 
 
 def test_library_code_cache_does_not_grow_with_calls(typecheck):
-    Early = _early(typecheck)
+    Early = make_early(typecheck)
     step = typecheck_guard.unflatten_safe(jax.jit(lambda s: s.replace(x=s.x * 2)))
     state = run_cached(step, Early(jnp.ones(2), jnp.ones(2)), 3)
     before = (len(_unflatten._is_library), len(_unflatten._unflatten_codes))
@@ -260,7 +250,7 @@ def test_unflatten_safe_guard_holds_no_reference(monkeypatch):
 def _steps(mode, typecheck, request):
     if mode == "install":
         request.getfixturevalue("installed")
-    Early = _early(typecheck)
+    Early = make_early(typecheck)
     step = jax.jit(lambda s: s.replace(x=s.x * 2, y=s.y + 1))
     if mode == "guarded-call":
         step = typecheck_guard.unflatten_safe(step)

@@ -18,9 +18,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 from flax import struct
-from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+from helpers import make_early
 from typecheck_guard._unflatten import _state
 
 # Unguarded workers check at dispatch on purpose: that is what we count.
@@ -58,21 +58,9 @@ def _worker() -> str:
     return task.get_name() if task is not None else threading.current_thread().name
 
 
-def _early(typecheck):
-    # Defined without install(): JAX's own registration, so every unflatten of a
-    # jitted output calls the checked __init__ unless unflatten_safe skips it.
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Early:
-        x: Float[Array, " n"]
-        y: Float[Array, " n"]
-
-    return Early
-
-
 def _setup(typecheck):
     counter = PerWorker(typecheck)
-    Early = _early(counter)
+    Early = make_early(counter)
     step = jax.jit(lambda s: s.replace(x=s.x + 1))
     state = Early(jnp.ones(3), jnp.zeros(3))
     # Trace, compile and fill the verdict cache here, so that workers only hit.
@@ -330,7 +318,7 @@ def test_install_uninstall_racing_class_creation(typecheck):
     errors: list[tuple[BaseException, str]] = []
     stop = threading.Event()
     original = jax.tree_util.register_dataclass
-    Early = _early(typecheck)
+    Early = make_early(typecheck)
     early_init = Early.__init__
     step = jax.jit(lambda s: s.replace(x=s.x * 2))
     early = step(Early(jnp.ones(2), jnp.ones(2)))

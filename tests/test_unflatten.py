@@ -14,7 +14,7 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
-from helpers import run_cached
+from helpers import make_early, run_cached
 
 
 def _custom_node(typecheck):
@@ -35,16 +35,6 @@ def _custom_node(typecheck):
     return Custom
 
 
-def _struct(typecheck):
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Early:
-        x: Float[Array, " n"]
-        y: Float[Array, " n"]
-
-    return Early
-
-
 def _step_custom(c):
     return type(c)(c.x * c.scale, c.scale)
 
@@ -53,7 +43,7 @@ def _step_struct(s):
     return s.replace(x=s.x + 1)
 
 
-CASES = {"custom": (_custom_node, _step_custom), "struct": (_struct, _step_struct)}
+CASES = {"custom": (_custom_node, _step_custom), "struct": (make_early, _step_struct)}
 
 
 def _make(kind, typecheck):
@@ -137,7 +127,7 @@ def test_constructions_still_checked(kind, typecheck):
 
 
 def test_verdict_cache_is_exact(typecheck):
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     with typecheck_guard.unflatten_safe():
         Early(jnp.ones(3), jnp.ones(3))
         typecheck.reset()
@@ -159,7 +149,7 @@ def test_transform_outputs(transform, typecheck, request):
         # treedef with placeholder leaves (`api_util.flatten_axes`), which calls
         # Early's checked __init__ with them: it raises, with or without us.
         request.applymarker(pytest.mark.xfail(raises=typecheck.errors, strict=True))
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     s = Early(jnp.ones(3), jnp.ones(3))
 
     def run():
@@ -235,7 +225,7 @@ def test_state_nests_and_restores_on_error(typecheck):
 
 @pytest.mark.allow_runtime_typechecks  # its jitted call runs outside unflatten_safe
 def test_threads_are_isolated(typecheck):
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     step = jax.jit(_step_struct)
     state = step(Early(jnp.ones(3), jnp.ones(3)))
     start, stop = threading.Event(), threading.Event()
@@ -290,7 +280,7 @@ def test_wrapper_keeps_jit_attributes():
 
 
 def test_uninstall_removes_guards(typecheck):
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     original = Early.__init__
     with typecheck_guard.unflatten_safe():
         assert Early.__init__ is not original
@@ -359,7 +349,7 @@ def test_pmap(typecheck):
 
 
 def test_class_defined_before_install_under_unflatten_safe(typecheck, request):
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     request.getfixturevalue("installed")
     assert typecheck_guard._register.adapted_how(Early) is None
     step = jax.jit(_step_struct)
@@ -397,11 +387,11 @@ def test_filter_jit_and_nnx_jit_need_install(jit, typecheck, request):
     from flax import nnx
 
     wrap = {"eqx.filter_jit": eqx.filter_jit, "nnx.jit": nnx.jit}[jit]
-    Early = _struct(typecheck)
+    Early = make_early(typecheck)
     with pytest.raises(typecheck.errors):
         wrap(_step_struct)(Early(jnp.ones(3), jnp.ones(3)))
     request.getfixturevalue("installed")
-    Adapted = _struct(typecheck)
+    Adapted = make_early(typecheck)
     step = wrap(_step_struct)
     state = step(Adapted(jnp.ones(3), jnp.ones(3)))
     typecheck.reset()
