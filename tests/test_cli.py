@@ -204,3 +204,16 @@ def test_unknown_command_is_a_usage_error():
     proc = _cli("frobnicate")
     assert proc.returncode == 2
     assert "invalid choice" in proc.stderr
+
+
+def test_scan_reports_annotations_jaxtyping_cannot_resolve():
+    code, report = _scan_json("unresolved_pkg")
+    assert code == 1
+    (silent,) = report["silent_checks"]
+    assert silent["kind"] == "unresolved"
+    assert silent["target"] == "unresolved_pkg.make.<locals>.Lost.__init__"
+    assert "x: Float[Array, ' n']" in silent["message"]
+    proc = _cli("scan", "unresolved_pkg")
+    assert "can't resolve" in proc.stdout and "Lost.__init__" in proc.stdout
+    # The at-risk packages import their names at module level: nothing reported.
+    assert _scan_json("atrisk_pkg")[1]["silent_checks"] == []

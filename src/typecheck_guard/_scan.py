@@ -51,6 +51,9 @@ class SilentCheck(NamedTuple):
 
     target: str
     message: str
+    kind: str = "typeguard4"
+    """`"typeguard4"` (typeguard 4.x under `jaxtyped`) or `"unresolved"` (string
+    annotations jaxtyping could not resolve)."""
 
 
 class ScanReport(NamedTuple):
@@ -324,6 +327,34 @@ def _checkers_shown(record: UnadaptedClass) -> tuple[tuple[str, ...], list[str]]
     return tuple(shown), silent
 
 
+def _unresolved(method: Any) -> list[str]:
+    """The string annotations of `method` that name something its module's globals
+    don't have.
+
+    jaxtyping resolves string annotations (`from __future__ import annotations`) in
+    the function's `__globals__` and, when a name is missing, leaves the annotation
+    a string, which the checker then skips without a word: typically the names were
+    imported inside the function that defines the class.
+    """
+    fn = method
+    while getattr(fn, "__wrapped__", None) is not None:
+        fn = fn.__wrapped__
+    namespace = getattr(fn, "__globals__", None)
+    if namespace is None:
+        return []
+    out = []
+    for param, annotation in getattr(fn, "__annotations__", {}).items():
+        if not isinstance(annotation, str):
+            continue
+        try:
+            eval(annotation, dict(namespace))
+        except NameError:
+            out.append(f"{param}: {annotation}")
+        except Exception:
+            pass  # not a name problem: the checker reports it itself
+    return out
+
+
 def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
     by_install = _install_would_adapt(record)
     by_safe = _unflatten_safe_covers(record)
@@ -340,6 +371,24 @@ def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
         by_safe,
         _fix(record, by_install, by_safe),
     )
+    unresolved = []
+    for name in record.checked:
+        if "jaxtyping" not in record.checkers:
+            continue
+        lost = _unresolved(getattr(record.cls, name))
+        if lost:
+            unresolved.append(
+                SilentCheck(
+                    f"{qualname}.{name}",
+                    f"jaxtyping can't resolve {'; '.join(lost)} in module "
+                    f"{record.cls.__module__!r}, so these are not checked; import "
+                    "the names they use at module level",
+                    "unresolved",
+                )
+            )
+    # A checker that found nothing it could resolve leaves jaxtyping's function
+    # unwrapped too: that is the unresolved names, not typeguard 4.
+    explained = {s.target for s in unresolved}
     return found, [
         SilentCheck(
             f"{qualname}.{name}",
@@ -347,7 +396,8 @@ def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
             f"{qualname}.{name} checks nothing (and still runs on every unflatten)",
         )
         for name in silent
-    ]
+        if f"{qualname}.{name}" not in explained
+    ] + unresolved
 
 
 def scan(modules: Sequence[str], recursive: bool = False) -> ScanReport:
@@ -390,17 +440,29 @@ def format_text(report: ScanReport) -> str:
             f"    unflatten_safe: {'covers it' if f.unflatten_safe_covers else 'does not cover it'}",
             f"    fix:           {f.fix}",
         ]
-    if report.silent:
+    typeguard4 = [s for s in report.silent if s.kind == "typeguard4"]
+    unresolved = [s for s in report.silent if s.kind == "unresolved"]
+    if typeguard4:
         if out:
             out.append("")
         out.append(
-            f"{len(report.silent)} typecheck(s) silently check nothing: typeguard "
+            f"{len(typeguard4)} typecheck(s) silently check nothing: typeguard "
             "4.x can't instrument the code jaxtyping generates and only emits an "
             "InstrumentationWarning. Use jaxtyped(typechecker=beartype.beartype), or "
             "pin typeguard==2.13.3:"
         )
-        for s in report.silent:
+        for s in typeguard4:
             out.append(f"  {s.target}")
+    if unresolved:
+        if out:
+            out.append("")
+        out.append(
+            f"{len(unresolved)} typecheck(s) silently skip annotations that jaxtyping "
+            "can't resolve (string annotations, from `from __future__ import "
+            "annotations`, naming something imported inside a function):"
+        )
+        for s in unresolved:
+            out.append(f"  {s.target}: {s.message}")
     if not out:
         out.append(
             "No registered pytree class runs a typecheck on unflatten, and no "
