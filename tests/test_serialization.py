@@ -18,30 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import serialization, struct
-from jaxtyping import Array, Float, Int, PyTree, jaxtyped
+from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+from checkpoint_step import define  # the classes the checkpoint subprocesses use
 from helpers import run_cached
 
 # --- flax.serialization ------------------------------------------------------------
-
-
-def _state_classes(typecheck):
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Params:
-        w: Float[Array, "d h"]
-        b: Float[Array, " h"]
-
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class State:
-        params: Params
-        opt: PyTree[Float[Array, "..."]]
-        step: Int[Array, ""]
-        name: str = struct.field(pytree_node=False, default="run")
-
-    return Params, State
 
 
 def _trained(Params, State):
@@ -53,24 +36,24 @@ def _trained(Params, State):
     @jax.jit
     def step(s):
         p = s.params.replace(w=s.params.w * 0.9, b=s.params.b + 0.5)
-        opt = jax.tree.map(lambda x: x + 1, s.opt)
-        return s.replace(params=p, opt=opt, step=s.step + 1)
+        momentum = jax.tree.map(lambda x: x + 1, s.momentum)
+        return s.replace(params=p, momentum=momentum, step=s.step + 1)
 
     return run_cached(step, state, 5)
 
 
 @pytest.mark.allow_runtime_typechecks  # the run without the plugin checks on purpose
 def test_msgpack_bytes_identical_with_and_without_plugin(typecheck, request):
-    Plain = _state_classes(typecheck)
+    Plain = define(typecheck)
     request.getfixturevalue("installed")
-    Adapted = _state_classes(typecheck)
+    Adapted = define(typecheck)
     assert typecheck_guard._register.adapted_how(Adapted[1]) == "flax.struct.dataclass"
     assert typecheck_guard._register.adapted_how(Plain[1]) is None
     plain, adapted = _trained(*Plain), _trained(*Adapted)
     typecheck.reset()
     data = serialization.to_bytes(adapted)
     assert data == serialization.to_bytes(plain)
-    assert serialization.to_state_dict(adapted).keys() == {"params", "opt", "step"}
+    assert serialization.to_state_dict(adapted).keys() == {"params", "momentum", "step"}
     assert typecheck.calls == 0  # serialising constructs nothing
     # Each restores from the other's bytes (restoring is a construction: checked).
     raw = jax.tree.map(jnp.asarray, serialization.msgpack_restore(data))
