@@ -78,3 +78,19 @@ def make_early(typecheck: Any) -> Any:
         y: Float[Array, " n"]
 
     return Early
+
+
+def make_chex(typecheck: Any) -> Any:
+    """A chex dataclass whose `__post_init__` is checked by `typecheck` (chex calls
+    it on every unflatten unless the class is adapted)."""
+    import chex
+
+    @chex.dataclass
+    class C:
+        x: jax.Array
+
+        @jaxtyped(typechecker=typecheck)
+        def __post_init__(self) -> None:
+            pass
+
+    return C

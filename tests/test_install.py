@@ -8,7 +8,6 @@ import dataclasses
 import pickle
 import warnings
 
-import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -18,7 +17,7 @@ from flax.training import train_state
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree, jaxtyped
 
 import typecheck_guard
-from helpers import run_cached
+from helpers import make_chex, run_cached
 
 
 def _seed_node(typecheck):
@@ -268,13 +267,7 @@ def test_post_init_setting_attributes_is_left_to_jax(installed):
 
 
 def test_chex_dataclass_adapted_without_post_init(installed, typecheck):
-    @chex.dataclass
-    class C:
-        x: jax.Array
-
-        @jaxtyped(typechecker=typecheck)
-        def __post_init__(self) -> None:
-            pass
+    C = make_chex(typecheck)
 
     c = C(x=jnp.ones(3))
     assert typecheck_guard._register.adapted_how(C) == "chex.dataclass"

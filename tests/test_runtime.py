@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 
-import chex
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -25,6 +24,7 @@ from flax import nnx, struct
 from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
+from helpers import make_chex
 from typecheck_guard._runtime import _level
 
 allow_checks = pytest.mark.allow_runtime_typechecks
@@ -214,18 +214,6 @@ def _custom(typecheck):
     return Custom
 
 
-def _chex(typecheck):
-    @chex.dataclass
-    class C:
-        x: jax.Array
-
-        @jaxtyped(typechecker=typecheck)
-        def __post_init__(self) -> None:
-            pass
-
-    return C
-
-
 TRANSFORMS = {
     "jax.jit": lambda f: jax.jit(f),
     "equinox.filter_jit": lambda f: eqx.filter_jit(f),
@@ -242,7 +230,7 @@ def test_every_transform_is_watched(transform, kind, typecheck):
     if kind == "custom":
         value, name = _custom(typecheck)(x, 0.5), "Custom.__init__"
     else:
-        value, name = _chex(typecheck)(x=x), "C.__post_init__"
+        value, name = make_chex(typecheck)(x=x), "C.__post_init__"
     step = TRANSFORMS[transform](lambda s: s)
     state = _cached(step, value)
     with typecheck_guard.runtime_checks("disallow"):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import chex
 import jax
 import jax.numpy as jnp
 import pytest
@@ -14,7 +13,7 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
-from helpers import make_early, run_cached
+from helpers import make_chex, make_early, run_cached
 
 
 def _custom_node(typecheck):
@@ -181,13 +180,7 @@ def test_transform_outputs(transform, typecheck, request):
 
 @pytest.mark.allow_runtime_typechecks  # the unguarded comparison checks per call
 def test_chex_post_init_under_unflatten_safe(typecheck):
-    @chex.dataclass
-    class C:
-        x: jax.Array
-
-        @jaxtyped(typechecker=typecheck)
-        def __post_init__(self) -> None:
-            pass
+    C = make_chex(typecheck)
 
     step = jax.jit(lambda c: c.replace(x=c.x + 1))
     c = step(C(x=jnp.ones(2)))
