@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from . import _detect
 from ._detect import Check
+from ._frames import register_dispatch
 
 __all__ = ["RuntimeTypecheckError", "runtime_checks"]
 
@@ -167,6 +168,9 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
         _sinks.remove(sink)
 
 
+# The frame that calls a jitted function's C++ dispatch: a constructor it reaches
+# directly is an unflatten of that call's inputs or outputs (`_frames.py`).
+@register_dispatch
 def watch(
     jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
