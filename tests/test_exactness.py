@@ -399,3 +399,32 @@ def test_dataclass_replace_is_a_construction(typecheck):
             s.replace(y=jnp.ones(4))
         with pytest.raises(typecheck.errors):
             dataclasses.replace(s, y=jnp.ones(4))
+
+
+@pytest.mark.parametrize("jit", ["eqx.filter_jit", "nnx.jit"])
+@pytest.mark.parametrize("form", ["with", "wrapped"])
+def test_filter_jit_and_nnx_jit_rebuild_placeholders_in_a_block(jit, form, typecheck):
+    # Both rebuild the state with placeholder leaves (bools, None) from their own
+    # dispatch code and from `tree_map`: unflattens, skipped; the check in the
+    # traced step still runs once.
+    import equinox as eqx
+    from flax import nnx
+
+    wrap = {"eqx.filter_jit": eqx.filter_jit, "nnx.jit": nnx.jit}[jit]
+    Early = make_early(typecheck)
+    step = wrap(lambda s: s.replace(x=s.x + 1))
+    s = Early(jnp.ones(3), jnp.ones(3))
+    if form == "wrapped":
+        guarded = typecheck_guard.unflatten_safe(step)
+        s = guarded(s)
+        typecheck.reset()
+        for _ in range(5):
+            s = guarded(s)
+    else:
+        with typecheck_guard.unflatten_safe():
+            s = step(s)
+            typecheck.reset()
+            for _ in range(5):
+                s = step(s)
+    assert typecheck.calls == 0
+    assert float(s.x[0]) == 7.0

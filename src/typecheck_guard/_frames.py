@@ -19,8 +19,10 @@ Two kinds of frame count:
 - `DISPATCH`: a frame that calls a jitted function's C++ dispatch and nothing else
   of the user's: our `unflatten_safe(jitted)` wrapper and the runtime guard's
   (registered with `register_dispatch`), Equinox's `filter_jit` call path
-  (`equinox._jit._call`) and, from jax 0.9 on, `jax.pmap`'s Python wrapper
-  (`jax._src.pmap`'s `wrapped`), neither of which runs user code outside tracing.
+  (`equinox._jit._call`), Flax NNX's (`flax.nnx.transforms.compilation.JitWrapped
+  .__call__`) and, from jax 0.9 on, `jax.pmap`'s Python wrapper (`jax._src.pmap`'s
+  `wrapped`). None of them calls user code: they prepare arguments and call the
+  jitted function, and the user's function runs deeper, while tracing.
 
 We rejected reading the caller's bytecode to see which call it is making: it is
 clever, version-specific and misses indirections. A frame is classified once per
@@ -30,6 +32,7 @@ code object and remembered.
 from __future__ import annotations
 
 import os
+import sys
 from types import CodeType
 from typing import Any, Final
 
@@ -41,11 +44,14 @@ DISPATCH: Final = 2
 
 # tree_util functions that call a function the user passed from their own frame.
 _CALLS_USER_CODE: Final = frozenset({"tree_reduce", "__call__"})
-# (file, function) of library frames that only dispatch a jitted call.
+# Library functions that only dispatch a jitted call, found by identity once their
+# module is imported: (module, attribute path).
 _LIBRARY_DISPATCH: Final = (
-    (os.path.join("equinox", "_jit.py"), "_call"),
-    (os.path.join("jax", "_src", "pmap.py"), "wrapped"),
+    ("equinox._jit", "_call"),
+    ("flax.nnx.transforms.compilation", "JitWrapped.__call__"),
 )
+# A closure has no attribute path: `jax.pmap`'s wrapper, by (file, function name).
+_PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
 
 _dispatch_codes: set[CodeType] = set()
 _kinds: dict[CodeType, int] = {}
@@ -78,8 +84,13 @@ def _classify(code: CodeType) -> int:
         if name.startswith("<") or name in _CALLS_USER_CODE:
             return NONE
         return TREE
-    for path, function in _LIBRARY_DISPATCH:
-        if name == function and filename.endswith(path):
+    if name == _PMAP[1] and filename.endswith(_PMAP[0]):
+        return DISPATCH
+    for module, path in _LIBRARY_DISPATCH:
+        obj: Any = sys.modules.get(module)
+        for attribute in path.split("."):
+            obj = getattr(obj, attribute, None)
+        if getattr(obj, "__code__", None) is code:
             return DISPATCH
     return NONE
 

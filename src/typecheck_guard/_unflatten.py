@@ -148,6 +148,9 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     dispatch = _dispatch
     getframe = sys._getframe
     fields = _fields
+    # The class that owns the guarded method is almost always the one unflattened:
+    # its fields are looked up once, here, not per call.
+    own_fields = _fields.get(cls)
     unflatten_codes = _unflatten_codes
     # Row 3 is about `cls(**fields)`, which reaches `__init__` only.
     is_init = name == "__init__"
@@ -184,7 +187,8 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
             is_init
             and len(args) == 1
             and kind(code) is not NONE
-            and kwargs.keys() == fields.get(type(args[0]))
+            and kwargs.keys()
+            == (own_fields if type(args[0]) is cls else fields.get(type(args[0])))
         ):
             return run_unchecked(state, args, kwargs)  # row 3
         if is_tracing():
