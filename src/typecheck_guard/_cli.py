@@ -27,13 +27,14 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench",
-        help="measure the seed scenarios with and without the plugin",
-        description="Measure, on this machine, what typechecking costs per call in the "
-        "seed scenarios (S0: jit step returning a jaxtyped flax.struct; S1: a tiny array "
-        "through jit as raw arrays, eqx.Module, flax.struct, custom pytree; S2: Flax NNX "
-        "train step; S3: ResNet-50 TrainState flatten+unflatten; eager PyTree check), "
-        "as the ratio to jaxtyping_disable=True, with no plugin, with unflatten_safe and "
-        "with install(). Measured interleaved in one process; median of per-round ratios.",
+        help="measure what typechecks cost per call, with and without the plugin",
+        description="Measure, on this machine, what typechecking costs per call "
+        "(S0: a jit step returning a jaxtyped flax.struct state; S1: a tiny array "
+        "through jit as raw arrays, eqx.Module, flax.struct, custom pytree node; S2: a "
+        "Flax NNX train step; S3: flatten+unflatten of a ResNet-50 TrainState; eager: "
+        "a PyTree[...] check outside jit), as the ratio to jaxtyping_disable=True, with "
+        "no plugin, with unflatten_safe and with install(). Measured interleaved in one "
+        "process; median of per-round ratios.",
     )
     size = bench.add_mutually_exclusive_group()
     size.add_argument(
@@ -62,8 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--plot",
         metavar="PATH",
-        help="also sweep S0 over 1 to 10,000 leaves and draw overhead against leaves "
-        "as a PNG (needs matplotlib: pip install 'typecheck-guard[plot]')",
+        help="also sweep S0 (the flax.struct state) over 1 to 10,000 leaves and draw "
+        "overhead against leaves as a PNG (needs matplotlib: pip install "
+        "'typecheck-guard[plot]')",
     )
     bench.add_argument(
         "--checker",
