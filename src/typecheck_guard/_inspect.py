@@ -24,6 +24,7 @@ class UnadaptedClass(NamedTuple):
     """A registered pytree class whose unflatten still runs a typecheck."""
 
     cls: type
+    """The class itself."""
     registration: str
     """How it is registered: `"jax.tree_util.register_dataclass"`, `"chex.dataclass"`,
     `"register_pytree_node"` (with the unflatten function's name), ..."""
@@ -36,6 +37,8 @@ class UnadaptedClass(NamedTuple):
 
     @property
     def fix(self) -> str:
+        """The one-line fix: what to write so that the class's unflatten stops
+        running the check."""
         return (
             f"wrap the jitted function that returns {self.cls.__qualname__} with "
             "typecheck_guard.unflatten_safe(...), or define the class after "
