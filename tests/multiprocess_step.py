@@ -4,9 +4,9 @@ one 4-device global mesh.
 
     python tests/multiprocess_step.py PROCESS_ID PORT plain|install OUT.json
 
-The state is the setting of seed 000 (`device_step.make_classes`: a nested,
-typechecked `flax.struct` dataclass with a `PyTree[Float[Array, "..."]]` field and
-metadata fields), sharded over the global mesh, built from each process's own rows
+The state is the setting of seed 000 (as in `device_step.py`: a nested, typechecked
+`flax.struct` dataclass with a `PyTree[Float[Array, "..."]]` field and metadata
+fields), sharded over the global mesh, built from each process's own rows
 with `jax.make_array_from_process_local_data`, donated to a jitted step whose
 gradient is all-reduced across both processes (over gloo).
 
@@ -20,8 +20,6 @@ to stdout): per run, the checks counted on each cache-hit step, a digest of the 
 final state (gathered from both processes), its shardings, and whether a bad
 construction raised.
 """
-
-from __future__ import annotations
 
 import faulthandler
 import hashlib
@@ -37,6 +35,31 @@ STEPS = 5  # cache-hit steps counted per run
 # Where a process still runs after this, it prints every thread's stack and exits
 # (before the parent's deadline, which kills it silently).
 WATCHDOG = 100.0
+
+
+def make_classes(typecheck):
+    # Here, not from `device_step`: jaxtyping 0.2.x checks nothing in a dataclass
+    # whose annotations are strings (that module's `from __future__ import
+    # annotations`), and the bad construction below must fail on every version.
+    from flax import struct
+    from jaxtyping import Array, Float, Int, PyTree, jaxtyped
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Params:
+        w: Float[Array, "d h"]
+        b: Float[Array, " h"]
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class State:
+        params: Params
+        momentum: PyTree[Float[Array, "..."]]
+        step: Int[Array, ""]
+        names: tuple = struct.field(pytree_node=False, default=("w", "b"))
+        lr: float = struct.field(pytree_node=False, default=0.05)
+
+    return Params, State
 
 
 def start(process_id: int, port: int) -> None:
@@ -68,7 +91,7 @@ def main() -> None:
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    from device_step import checker, loss, make_classes, update
+    from device_step import checker, loss, update
 
     assert jax.process_count() == PROCESSES, jax.process_count()
     assert jax.device_count() == PROCESSES * LOCAL_DEVICES, jax.devices()

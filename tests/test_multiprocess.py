@@ -40,9 +40,7 @@ def _missing() -> str | None:
 
     if not hasattr(jax, "make_array_from_process_local_data"):
         return f"jax {jax.__version__} has no jax.make_array_from_process_local_data"
-    try:
-        jax.config.jax_cpu_collectives_implementation  # noqa: B018
-    except AttributeError:
+    if "jax_cpu_collectives_implementation" not in getattr(jax.config, "values", {}):
         return f"jax {jax.__version__} has no jax_cpu_collectives_implementation"
     return None
 
