@@ -607,3 +607,31 @@ def test_install_option_in_process_is_undone(pytester: pytest.Pytester):
         )
     result.assert_outcomes(passed=1)
     assert not typecheck_guard.installed()
+
+
+def test_install_option_reports_classes_registered_before_it(pytester: pytest.Pytester):
+    # A plugin that imports the user's classes runs before our hook: install() is
+    # too late for them, and says so in the warnings summary.
+    pytester.makepyfile(
+        early_plugin="""
+        from beartype import beartype
+        from flax import struct
+        from jaxtyping import Array, Float, jaxtyped
+
+        @jaxtyped(typechecker=beartype)
+        @struct.dataclass
+        class Early:
+            x: Float[Array, " n"]
+        """,
+        test_nothing="def test_nothing():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "early_plugin", "--typecheck-guard-install", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*UnadaptedClassesWarning: typecheck_guard.install(): 1 pytree class(es) "
+            "registered before install() *: Early.*"
+        ]
+    )
