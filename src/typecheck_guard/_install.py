@@ -60,6 +60,10 @@ def install(*, pytree_cache: bool = True) -> None:
         ```
     """
     global _stack
+    if not isinstance(pytree_cache, bool):
+        from ._errors import PYTREE_CACHE_NOT_BOOL
+
+        raise TypeError(PYTREE_CACHE_NOT_BOOL.format(value=pytree_cache))
     with _lock:
         if _stack is not None:
             return
