@@ -251,9 +251,17 @@ def register_dataclass(
     instance with `object.__new__` and sets the fields directly, so a typechecked
     `__init__` (or `__post_init__`) is not run again after every jitted call.
 
-    Fields that are not flattened (`drop_fields`, `init=False`) are set to their
-    default on unflatten. `__post_init__` is not called on unflatten: the values
-    being restored are those of an object that was already constructed (or traced).
+    Fields that are not flattened (`drop_fields`, `init=False`) are set as the
+    dataclass-generated `__init__` sets them (their default or `default_factory()`),
+    and fields are written in field order. `__post_init__` is not called on
+    unflatten: the values being restored are those of an object that was already
+    constructed (or traced).
+
+    Calling this is your opt-in to `__new__` semantics for `nodetype`, whatever its
+    `__init__`, `__post_init__` or `__new__` do. `typecheck_guard.install()` is
+    stricter: it adapts a class only when this builds exactly what JAX's own
+    `cls(**fields)` builds, and leaves every other class to JAX (see
+    `typecheck_guard.unadapted()`).
 
     **Arguments:**
 
