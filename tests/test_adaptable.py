@@ -26,24 +26,18 @@ def _left_to_jax(cls: type, words: str) -> None:
 
 
 def test_init_false_field_set_in_post_init(installed):
-    @struct.dataclass
-    class S:
-        x: jax.Array
-        double: jax.Array = struct.field(default=None)
-
-    @dataclasses.dataclass(frozen=True)
+    @dataclasses.dataclass
     class D:
         x: jax.Array
         double: Any = dataclasses.field(init=False, default=None)
 
         def __post_init__(self):
-            object.__setattr__(self, "double", self.x * 2)
+            self.double = self.x * 2
 
     jax.tree_util.register_dataclass(D, data_fields=["x"], meta_fields=[])
     _left_to_jax(D, "__post_init__")
     d = jax.tree.map(lambda v: v + 1, D(jnp.ones(2)))
     assert d.double.tolist() == [4.0, 4.0]  # recomputed by JAX's __init__
-    del S
 
 
 def test_dropped_field_set_in_post_init(installed):
@@ -175,22 +169,23 @@ def test_empty_checked_post_init_is_adapted(installed, typecheck):
     assert typecheck.calls == 0
 
 
-def test_unflatten_writes_fields_in_init_order(installed):
+def test_unflatten_writes_fields_as_init_does(installed):
     @dataclasses.dataclass
     class Ordered:
+        a: int = dataclasses.field(metadata=dict(static=True))
         b: jax.Array
-        a: int = dataclasses.field(default=0, metadata=dict(static=True))
+        z: int = dataclasses.field(init=False, default=5)
         c: list = dataclasses.field(default_factory=list)
 
     jax.tree_util.register_dataclass(
         Ordered, data_fields=["b"], meta_fields=["a"], drop_fields=["c"]
     )
     assert adapted_how(Ordered) is not None
-    assert list(vars(jax.tree.map(lambda v: v, Ordered(jnp.ones(1))))) == [
-        "b",
-        "a",
-        "c",
-    ]
+    constructed = Ordered(a=1, b=jnp.ones(1))
+    back = jax.tree.map(lambda v: v, constructed)
+    # In field order; `z` stays on the class, as the generated __init__ leaves it.
+    assert list(vars(back)) == list(vars(constructed)) == ["a", "b", "c"]
+    assert back.z == 5
 
 
 def test_unadapted_and_scan_use_one_wording(installed, typecheck):
@@ -313,3 +308,44 @@ def test_jax_rejection_passes_through_alone():
         typecheck_guard.uninstall()
     assert str(got) == str(want)
     assert got.__context__ is None and got.__cause__ is None
+
+
+def test_chex_unflatten_is_chex_s_less_the_empty_post_init(installed, typecheck):
+    import chex
+
+    @chex.dataclass
+    class C:
+        b: jax.Array
+        a: jax.Array
+
+        @jaxtyped(typechecker=typecheck)
+        def __post_init__(self) -> None:
+            pass
+
+    c = C(b=jnp.ones(1), a=jnp.zeros(1))
+    assert adapted_how(C) == "chex.dataclass"
+    c.extra = jnp.ones(2)  # flattened with the fields, dropped by chex's unflatten
+    typecheck.reset()
+    back = jax.tree.map(lambda v: v, c)
+    assert typecheck.calls == 0
+    assert list(vars(back)) == ["b", "a"]  # field order, as chex sets them
+
+
+def test_chex_post_init_doing_work_is_left_to_chex(installed, typecheck):
+    import chex
+
+    @chex.dataclass
+    class Counted:
+        x: jax.Array
+
+        @jaxtyped(typechecker=typecheck)
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "n", 1)
+
+    c = Counted(x=jnp.ones(1))
+    _left_to_jax(Counted, "__post_init__")
+    del c.n
+    assert jax.tree.map(lambda v: v, c).n == 1  # chex's unflatten ran it
+    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Counted]
+    assert record.registration == "chex.dataclass"
+    assert record.reason == refused_why(Counted)
