@@ -5,7 +5,7 @@ Hypothesis writes a batch of class definitions as source (dataclass options,
 `init=False` and dropped fields, `__post_init__` variants including `super()` and
 helper methods, custom `__new__`, metaclass `__call__`, `__setattr__`,
 inheritance, the flax.struct, PyTreeNode and `jax.tree_util.register_dataclass`
-routes, static fields). Two fresh interpreters run the same batch, one without
+routes and `chex.dataclass`, static fields). Two fresh interpreters run the same batch, one without
 `install()` and one with it, and report every unflatten result (`jax.tree.map`,
 `tree_unflatten`, a jitted identity) as type, treedef and `vars()`/slot values.
 The reports must be equal value by value. With `install()`, an adapted class must
@@ -32,6 +32,7 @@ if mode == "install":
     import typecheck_guard
     typecheck_guard.install()
 import dataclasses
+import chex
 import jax, jax.numpy as jnp, numpy as np
 from flax import struct
 from beartype import beartype
@@ -79,6 +80,7 @@ def attempt(fn):
 report = []
 for i, source in enumerate(json.loads(open(sys.argv[1]).read())):
     ns = {"__name__": "gen", "dataclasses": dataclasses, "jax": jax, "jnp": jnp,
+          "chex": chex,
           "struct": struct, "jaxtyped": jaxtyped, "counted": counted,
           "Any": typing.Any, "I": i}
     entry = {}
@@ -113,17 +115,20 @@ POST_INITS = ["none", "empty", "checked_empty", "set_z", "super", "helper", "con
 
 @st.composite
 def class_specs(draw: Any) -> dict[str, Any]:
-    route = draw(st.sampled_from(["struct", "pytreenode", "jax", "jax_explicit"]))
+    route = draw(
+        st.sampled_from(["struct", "pytreenode", "jax", "jax_explicit", "chex"])
+    )
     jax_route = route.startswith("jax")
     spec = {
         "route": route,
-        "frozen": draw(st.booleans()) if jax_route else True,
+        "frozen": draw(st.booleans()) if jax_route or route == "chex" else True,
         "slots": jax_route and draw(st.booleans()),
         "kw_only": draw(st.booleans()),
         "eq": draw(st.booleans()) if jax_route else True,
         "b": draw(st.booleans()),
-        "static": draw(st.booleans()),
-        "z": jax_route and draw(st.booleans()),
+        "static": route != "chex" and draw(st.booleans()),
+        # (JAX infers init=False fields as data fields, and refuses them.)
+        "z": route == "jax_explicit" and draw(st.booleans()),
         "drop": route == "jax_explicit" and draw(st.booleans()),
         "post_init": draw(st.sampled_from(POST_INITS)),
         "base": draw(st.sampled_from(["none", "plain", "post_init"])),
@@ -137,7 +142,7 @@ def class_specs(draw: Any) -> dict[str, Any]:
     if spec["post_init"] == "super" and spec["base"] != "post_init":
         spec["base"] = "post_init"
     if spec["post_init"] == "set_z":
-        spec["z"] = jax_route
+        spec["z"] = route == "jax_explicit"
     return spec
 
 
@@ -150,6 +155,9 @@ def _render(spec: dict[str, Any]) -> str:
             f"slots={spec['slots']}, {opts})"
         )
         static = "dataclasses.field(default=3, metadata=dict(static=True))"
+    elif route == "chex":
+        deco = f"@chex.dataclass(frozen={spec['frozen']}, {opts})"
+        static = ""
     else:
         deco = f"@struct.dataclass({opts})" if route == "struct" else ""
         static = "struct.field(pytree_node=False, default=3)"
@@ -165,7 +173,11 @@ def _render(spec: dict[str, Any]) -> str:
         ]
     parent = "struct.PyTreeNode" if route == "pytreenode" else ""
     if spec["base"] != "none":
-        base_deco = deco if route != "struct" else "@dataclasses.dataclass(frozen=True)"
+        base_deco = (
+            deco
+            if route not in ("struct", "chex")
+            else f"@dataclasses.dataclass(frozen={spec['frozen']})"
+        )
         field = "struct.field" if route == "pytreenode" else "dataclasses.field"
         lines += [
             base_deco,
@@ -276,10 +288,13 @@ def _results(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
 
 def _should_adapt(spec: dict[str, Any]) -> bool:
     post_init = spec["post_init"]
+    # chex's unflatten calls neither `__new__` with arguments nor `__init__`.
     return (
         post_init in ("empty", "checked_empty")
         or (post_init == "none" and spec["base"] != "post_init")
-    ) and not (spec["new"] or spec["meta"] or spec["setattr"])
+    ) and (
+        spec["route"] == "chex" or not (spec["new"] or spec["meta"] or spec["setattr"])
+    )
 
 
 @settings(
@@ -313,7 +328,9 @@ def check_batch(batch: list[tuple[str, dict[str, Any]]], tmp_path_factory: Any) 
             assert extra["refused"] is None, context
         else:
             assert extra["refused"], f"left to JAX without a reason:\n{context}"
-            if spec["checked"] or spec["post_init"] == "checked_empty":
+            # chex's unflatten calls `__post_init__`, not the checked `__init__`.
+            init_runs = spec["checked"] and spec["route"] != "chex"
+            if init_runs or spec["post_init"] == "checked_empty":
                 assert extra["listed"] == [extra["refused"]], context
         if "error" not in want["defined"]:
             assert extra["adapted"] == _should_adapt(spec), context
