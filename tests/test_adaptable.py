@@ -349,3 +349,16 @@ def test_chex_post_init_doing_work_is_left_to_chex(installed, typecheck):
     (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Counted]
     assert record.registration == "chex.dataclass"
     assert record.reason == refused_why(Counted)
+
+
+def test_field_iterators_reach_jax_whole(installed):
+    @dataclasses.dataclass
+    class FromIterators:
+        x: jax.Array
+        y: int = dataclasses.field(default=0, metadata=dict(static=True))
+
+    jax.tree_util.register_dataclass(
+        FromIterators, data_fields=iter(["x"]), meta_fields=iter(["y"])
+    )
+    back = jax.tree.map(lambda v: v + 1, FromIterators(jnp.ones(1), 3))
+    assert back.x.tolist() == [2.0] and back.y == 3

@@ -131,7 +131,7 @@ def _does_nothing(fn: Any) -> bool:
 
 
 def post_init_refusal(cls: type) -> str | None:
-    if getattr(cls, "__post_init__", None) is None:
+    if not hasattr(cls, "__post_init__"):
         return None
     owner = _owner(cls, "__post_init__")
     where = f"{owner.__qualname__}.__post_init__" if owner else "__post_init__"

@@ -302,6 +302,16 @@ def register_dataclass(
     return nodetype
 
 
+def _once(value: Any) -> Any:
+    """`value` as a tuple when it is an iterable of names, else unchanged."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value
+
+
 def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
     """The function `install()` puts in place of `jax.tree_util.register_dataclass`.
 
@@ -320,6 +330,10 @@ def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
         # Who called us names the route in `unadapted()`, `scan` and our messages.
         caller = sys._getframe(1).f_globals.get("__name__")
         route = FLAX_STRUCT if caller == "flax.struct" else how
+        # An iterator read once by us would reach JAX empty.
+        data_fields, meta_fields, drop_fields = map(
+            _once, (data_fields, meta_fields, drop_fields)
+        )
         try:
             p = plan(nodetype, data_fields, meta_fields, drop_fields)
         except (TypeError, ValueError):
