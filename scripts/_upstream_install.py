@@ -14,8 +14,10 @@ why, so that the runner can say which upstream classes a difference is about.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+from collections.abc import Callable
 
 import typecheck_guard
 
@@ -30,19 +32,34 @@ def pytest_report_header() -> str:
 
 
 # What install() did, gathered after every test: its tables hold classes weakly, and
-# most classes an upstream test defines are gone by the end of the session.
+# a class an upstream test defines may be gone by the end of the session.
 _adapted: set[str] = set()
 _refused: set[str] = set()
 
 
-def _gather() -> None:
-    # Private tables: this script is a development tool that lives with the source.
-    from typecheck_guard import _register
+def _lookups() -> tuple[Callable[[type], str | None], Callable[[type], str | None]]:
+    # Private functions: this script is a development tool that lives with the
+    # source. They moved between modules once; we accept either home.
+    for name in ("typecheck_guard._routes", "typecheck_guard._register"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "adapted_how") and hasattr(module, "refused_why"):
+            return module.adapted_how, module.refused_why
+    raise RuntimeError("typecheck_guard has no adapted_how/refused_why to report with")
 
-    for cls, how in list(getattr(_register, "_adapted", {}).items()):
-        _adapted.add(f"{cls.__module__}.{cls.__qualname__} ({how})")
-    for cls, why in list(getattr(_register, "_refused", {}).items()):
-        _refused.add(f"{cls.__module__}.{cls.__qualname__}: {why}")
+
+def _gather() -> None:
+    from typecheck_guard._jaxcompat import registry_items
+
+    adapted_how, refused_why = _lookups()
+    for cls, _ in registry_items():
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if (how := adapted_how(cls)) is not None:
+            _adapted.add(f"{name} ({how})")
+        elif (why := refused_why(cls)) is not None:
+            _refused.add(f"{name}: {why}")
 
 
 def pytest_runtest_logfinish() -> None:

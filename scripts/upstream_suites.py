@@ -389,10 +389,10 @@ def main(argv: list[str] | None = None) -> int:
         differences += [(name, *d) for d in diff]
         print(
             f"  install(): {len(info.get('adapted', []))} classes adapted, "
-            f"{len(info.get('refused', []))} left to JAX"
+            f"{len(info.get('refused', []))} left to their library"
         )
         for line in info.get("refused", []):
-            print(f"    left to JAX: {line}")
+            print(f"    left to its library: {line}")
         out[name] = {
             "version": version,
             "sources": str(src),
