@@ -8,8 +8,9 @@ registered through the patched functions. (`pytest_configure` would be too late 
 classes a rootdir conftest defines.)
 
 At the end of the session we write what install() did to the JSON file named by
-`TYPECHECK_GUARD_UPSTREAM_REPORT`: the classes it adapted, those it left to JAX and
-why, so that the runner can say which upstream classes a difference is about.
+`TYPECHECK_GUARD_UPSTREAM_REPORT`: the classes it adapted, those it left to their
+library and why, and the `PyTree[...]` verdict cache's statistics, so that the
+runner can say what a suite exercised and which class a difference is about.
 """
 
 from __future__ import annotations
@@ -31,12 +32,6 @@ def pytest_report_header() -> str:
     )
 
 
-# What install() did, gathered after every test: its tables hold classes weakly, and
-# a class an upstream test defines may be gone by the end of the session.
-_adapted: set[str] = set()
-_refused: set[str] = set()
-
-
 def _lookups() -> tuple[Callable[[type], str | None], Callable[[type], str | None]]:
     # Private functions: this script is a development tool that lives with the
     # source. They moved between modules once; we accept either home.
@@ -50,32 +45,29 @@ def _lookups() -> tuple[Callable[[type], str | None], Callable[[type], str | Non
     raise RuntimeError("typecheck_guard has no adapted_how/refused_why to report with")
 
 
-def _gather() -> None:
-    from typecheck_guard._jaxcompat import registry_items
-
-    adapted_how, refused_why = _lookups()
-    for cls, _ in registry_items():
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        if (how := adapted_how(cls)) is not None:
-            _adapted.add(f"{name} ({how})")
-        elif (why := refused_why(cls)) is not None:
-            _refused.add(f"{name}: {why}")
-
-
-def pytest_runtest_logfinish() -> None:
-    _gather()
-
-
 def pytest_unconfigure() -> None:
     path = os.environ.get("TYPECHECK_GUARD_UPSTREAM_REPORT")
     if not path:
         return
-    _gather()
+    from typecheck_guard._jaxcompat import registry_items
+
+    # JAX's registry keeps every registered class alive, including those a test
+    # defined locally: looking once, at the end, sees them all. (Our own tables
+    # are weak.)
+    adapted_how, refused_why = _lookups()
+    adapted, refused = [], []
+    for cls, _ in registry_items():
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if (how := adapted_how(cls)) is not None:
+            adapted.append(f"{name} ({how})")
+        elif (why := refused_why(cls)) is not None:
+            refused.append(f"{name}: {why}")
     report = {
         "installed": typecheck_guard.installed(),
         "typecheck_guard": typecheck_guard.__file__,
-        "adapted": sorted(_adapted),
-        "refused": sorted(_refused),
+        "adapted": sorted(adapted),
+        "refused": sorted(refused),
+        "pytree_cache": typecheck_guard.pytree_cache_info()._asdict(),
     }
     with open(path, "w") as f:
         json.dump(report, f, indent=1)

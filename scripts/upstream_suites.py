@@ -391,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  install(): {len(info.get('adapted', []))} classes adapted, "
             f"{len(info.get('refused', []))} left to their library"
         )
+        if cache := info.get("pytree_cache"):
+            print(f"  PyTree verdict cache: {cache}")
         for line in info.get("refused", []):
             print(f"    left to its library: {line}")
         out[name] = {
