@@ -141,7 +141,12 @@ def _from_sdist(suite: Suite, version: str, cache: Path) -> Path | None:
         unpacked = cache / f"{suite.dist}-{version}-unpack"
         shutil.rmtree(unpacked, ignore_errors=True)
         with tarfile.open(names[0]) as tar:
-            tar.extractall(unpacked, filter="data")
+            # The "data" filter refuses links and paths out of the directory; Pythons
+            # before 3.10.12 / 3.11.4 have no filters.
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(unpacked, filter="data")
+            else:
+                tar.extractall(unpacked)
         (top,) = unpacked.iterdir()
         top.rename(target)
         unpacked.rmdir()
