@@ -396,8 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  install(): {len(info.get('adapted', []))} classes adapted, "
             f"{len(info.get('refused', []))} left to their library"
         )
-        if cache := info.get("pytree_cache"):
-            print(f"  PyTree verdict cache: {cache}")
+        if stats := info.get("pytree_cache"):
+            print(f"  PyTree verdict cache: {stats}")
         for line in info.get("refused", []):
             print(f"    left to its library: {line}")
         out[name] = {
