@@ -398,8 +398,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         if stats := info.get("pytree_cache"):
             print(f"  PyTree verdict cache: {stats}")
-        for line in info.get("refused", []):
-            print(f"    left to its library: {line}")
+        # A class defined in a parametrized test is registered once per case.
+        for line, n in Counter(info.get("refused", [])).items():
+            print(
+                f"    left to its library{f' ({n} classes)' if n > 1 else ''}: {line}"
+            )
         out[name] = {
             "version": version,
             "sources": str(src),
