@@ -177,8 +177,7 @@ def _situation(frame: FrameType) -> tuple[str, str | None, bool]:
     """(when, the jitted function's name, reached in a host callback). Runs once per
     check, when it starts."""
     tracing = _detect._is_tracing
-    if tracing is not None and tracing():
-        return "trace", None, False
+    traced = tracing is not None and tracing()
     caller: FrameType | None = None
     jitted: tuple[FrameType, str] | None = None
     callback = False
@@ -201,9 +200,9 @@ def _situation(frame: FrameType) -> tuple[str, str | None, bool]:
             ):
                 caller = f
         f = f.f_back
+    if traced or (jitted is not None and compiling and not callback):
+        return "trace", _jitted_name(*jitted) if jitted is not None else None, False
     if jitted is not None and not _jit_disabled():
-        if compiling and not callback:
-            return "trace", None, False
         return "dispatch", _jitted_name(*jitted), callback
     if callback:
         return "dispatch", None, True
@@ -259,8 +258,18 @@ def _jaxtyping_info(frame: FrameType) -> tuple[str, bool]:
         return _jaxtyping_infos[param_fn]
     except (KeyError, TypeError):
         pass
-    inner = peel(param_fn).checkers if param_fn is not None else ()
-    checkers = ["jaxtyping", *(c for c in inner if c != "jaxtyping")]
+    checkers = ["jaxtyping"]
+    layer, depth = param_fn, 0
+    while layer is not None and depth < 16:
+        # A checker's layer by its code (typeguard 2's `wrapper` is renamed by
+        # `functools.wraps`), else as `peel` knows it.
+        code = getattr(layer, "__code__", None)
+        kind = _kind_of_code(code) if code is not None else _detect._PLAIN
+        name = _detect._CHECKER_NAMES[kind] if kind else None
+        for found in (name, *peel(layer).checkers[:1]):
+            if found is not None and found not in checkers:
+                checkers.append(found)
+        layer, depth = getattr(layer, "__wrapped__", None), depth + 1
     signature = local.get("full_signature")
     pytree = False
     if signature is not None:

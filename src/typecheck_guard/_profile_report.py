@@ -85,6 +85,8 @@ def scan_says(site: Site) -> str | None:
 
 
 def _where(program: str | None) -> str:
+    if program == "pytest":
+        return "at the top of your conftest.py"
     if program and not program.startswith("-m "):
         return (
             f"the first line of {program}, or run it with "
@@ -212,8 +214,9 @@ def format_text(prof: Profile, top: int | None = 20) -> str:
             lines.append(f"     scan: {said}")
     if prof.setup_probes:
         lines.append(
-            f"  (and {prof.setup_probes} isinstance probes that checkers ran on their "
-            f"own hints while decorating, {_seconds(prof.setup_probe_seconds)})"
+            f"  (not counted: {prof.setup_probes} isinstance "
+            f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on their "
+            f"own annotations while decorating, {_seconds(prof.setup_probe_seconds)})"
         )
     tests = _tests(prof)
     if tests:

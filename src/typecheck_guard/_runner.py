@@ -99,16 +99,20 @@ def check(program: Program, command: str) -> None:
 
 def _trimmed(tb: Any) -> Any:
     """The traceback from the program's first frame on: ours and runpy's are noise."""
-    ours = {
-        os.path.normcase(os.path.abspath(f))
-        for f in (__file__, runpy.__file__)
-        if f is not None
-    }
-    while tb is not None and (
-        os.path.normcase(os.path.abspath(tb.tb_frame.f_code.co_filename)) in ours
-    ):
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in _OURS:
         tb = tb.tb_next
     return tb
+
+
+# runpy's frames are `<frozen runpy>` on 3.11+: we know them by module name.
+_OURS: Final = frozenset({__name__, "runpy"})
+
+
+def _excepthook(e: BaseException) -> None:
+    # The default hook prints the exception's own `__traceback__` when it has one,
+    # whatever it is given: trim that.
+    tb = _trimmed(e.__traceback__)
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
 
 
 def exit_code(e: SystemExit) -> int:
@@ -168,13 +172,13 @@ def run_program(program: Program, command: str) -> int:
     except SystemExit as e:
         return exit_code(e)
     except KeyboardInterrupt as e:
-        sys.excepthook(type(e), e, _trimmed(e.__traceback__))
+        _excepthook(e)
         return 130
     except BaseException as e:
         if program.is_module and isinstance(e, ImportError) and _not_found(e, program):
             sys.stderr.write(f"{sys.executable}: {e}\n")
             return 1
-        sys.excepthook(type(e), e, _trimmed(e.__traceback__))
+        _excepthook(e)
         return 1
     finally:
         sys.argv = old_argv
