@@ -165,7 +165,8 @@ def test_profile_counts_each_when_exactly(tmp_path: Path, checker: str):
     # The table, on stderr.
     assert "typecheck-guard profile: typechecks took " in proc.stderr
     assert "of that is removable" in proc.stderr
-    assert "in jax.jit(__main__.train_step)" in proc.stderr
+    assert "State (jaxtyping with " in proc.stderr
+    assert "in jax.jit(train_step)" in proc.stderr
 
 
 @pytest.mark.parametrize("checker", ["beartype", "typeguard"])

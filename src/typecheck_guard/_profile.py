@@ -24,6 +24,12 @@ unflatten function (`tree`)? Otherwise a checked `__init__`/`__post_init__` is a
 callables made while `_jitwrap`'s factory patches are on, which we switch on at
 start: `typecheck-guard profile` does so before the program runs.
 
+On Python 3.11 a profile function runs for every call inside a check too, and a
+200-leaf `PyTree[...]` check makes ~44,000 calls: we switch it off for the duration
+of a `@jaxtyped` check and for the leaf-by-leaf part of any `PyTree` check (see
+`_popped` and `_quiet_check`), which keeps the overhead near 1.0x and the reported
+times honest (`benchmarks/profile_overhead.py`).
+
 One engine, any number of recorders (the command, a `with profile()` block, the
 pytest option), each with its own totals.
 """
@@ -348,6 +354,47 @@ def _unpatch_pop() -> None:
     _paused.clear()
 
 
+# The same for the leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped`
+# function encloses (a function checked by beartype or typeguard alone, a bare
+# `isinstance`): jaxtyping's `_MetaPyTree._check` runs with the profile function
+# off. We still see the check start and end (its `__instancecheck__` and the
+# checker's wrapper are outside `_check`); we only miss the checkers entered inside,
+# which are part of it anyway.
+_original_check: Any = None
+
+
+def _quiet_check(cls: Any, obj: Any, pytree_memo: Any) -> Any:
+    profile = sys.getprofile()
+    if not isinstance(getattr(profile, "__self__", None), _Thread):
+        return _original_check(cls, obj, pytree_memo)
+    sys.setprofile(None)
+    try:
+        return _original_check(cls, obj, pytree_memo)
+    finally:
+        sys.setprofile(profile)
+
+
+def _patch_check() -> None:
+    global _original_check
+    owner = _detect._instancecheck_owners[0] if _detect._instancecheck_owners else None
+    original = vars(owner).get("_check") if owner is not None else None
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_varnames[:3] != ("cls", "obj", "pytree_memo"):
+        return
+    _original_check = original
+    owner._check = _quiet_check  # pyright: ignore[reportOptionalMemberAccess]
+
+
+def _unpatch_check() -> None:
+    global _original_check
+    if _original_check is None:
+        return
+    owner = _detect._instancecheck_owners[0]
+    if vars(owner).get("_check") is _quiet_check:
+        owner._check = _original_check  # pyright: ignore[reportAttributeAccessIssue]
+    _original_check = None
+
+
 # --- per-thread watching -----------------------------------------------------------
 
 
@@ -583,6 +630,7 @@ def _attach(recorder: Profile) -> None:
                 _prepare()
                 if not _start_monitoring():
                     _patch_pop()
+                    _patch_check()
                     _profiling_thread = _Thread()
                     _on = True
                     threading.setprofile(_bootstrap)
@@ -608,6 +656,7 @@ def _detach(recorder: Profile) -> None:
         else:
             _on = False
             _unpatch_pop()
+            _unpatch_check()
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]
             if isinstance(getattr(sys.getprofile(), "__self__", None), _Thread):
                 sys.setprofile(None)

@@ -141,6 +141,11 @@ def fix(site: Site, program: str | None = None) -> str:
         if by_safe:
             return safe
         return found.fix if found is not None else safe
+    if site.pytree and _cache_on():
+        return (
+            "the PyTree cache is on: a repeated PyTree[...] check of the same "
+            "structure, types and shapes is a lookup; the rest is the check you asked for"
+        )
     if site.pytree:
         return (
             "typecheck_guard.cache_pytree_checks() (on after install()): a repeated "
@@ -152,6 +157,12 @@ def fix(site: Site, program: str | None = None) -> str:
         "a check you asked for, on every eager call: keep it, or call the function "
         "under jax.jit to check it once per trace"
     )
+
+
+def _cache_on() -> bool:
+    from . import _pytree_cache
+
+    return bool(_pytree_cache._active)
 
 
 def removable_seconds(prof: Profile) -> float:
@@ -170,10 +181,15 @@ def headline(prof: Profile) -> str:
     )
 
 
+def _shown(name: str) -> str:
+    # The program's own names: `TrainState`, not `__main__.TrainState`.
+    return name.replace("__main__.", "")
+
+
 def _label(site: Site) -> str:
-    text = f"{site.name} ({site.checker})"
+    text = f"{_shown(site.name)} ({site.checker})"
     if site.jitted:
-        text += f" in {site.jitted}"
+        text += f" in {_shown(site.jitted)}"
     if len(site.threads) > 1 or (site.threads and "MainThread" not in site.threads):
         text += f" [threads: {', '.join(sorted(site.threads))}]"
     return text
@@ -188,14 +204,14 @@ def format_text(prof: Profile, top: int | None = 20) -> str:
         return lines[0]
     lines.append("")
     lines.append(
-        f"{'#':>3} {'checks':>7} {'time':>10} {'per check':>10} {'first call':>10} "
+        f"{'#':>3} {'checks':>7} {'time':>10} {'per check':>10} {'first call':>11} "
         f"{'share':>6}  {'when':<12}  site"
     )
     for i, site in enumerate(shown, 1):
         first = _seconds(site.setup_seconds) if site.first_calls else "-"
         lines.append(
             f"{i:>3} {site.count:>7} {_seconds(site.seconds):>10} "
-            f"{_seconds(site.per_check):>10} {first:>10} "
+            f"{_seconds(site.per_check):>10} {first:>11} "
             f"{_percent(site.seconds, wall):>6}  {site.when:<12}  {_label(site)}"
         )
     rest = sites[len(shown) :]
