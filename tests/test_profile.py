@@ -279,7 +279,7 @@ def test_profile_api_composes_with_the_runtime_guard(typecheck):
 
     @jaxtyped(typechecker=typecheck)
     def total(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
-        return sum(jnp.sum(p) for p in jax.tree.leaves(params))
+        return jnp.sum(jnp.stack([jnp.sum(p) for p in jax.tree.leaves(params)]))
 
     node = Node({"a": jnp.ones(2), "b": jnp.ones(3)})
     with typecheck_guard.profile() as prof:

@@ -338,7 +338,7 @@ def _patch_pop() -> bool:
     ):
         return False
     _original_pop = original
-    _decorator.pop_shape_memo = _popped  # pyright: ignore[reportAttributeAccessIssue]
+    setattr(_decorator, "pop_shape_memo", _popped)  # noqa: B010
     return True
 
 
@@ -348,8 +348,8 @@ def _unpatch_pop() -> None:
         return
     from jaxtyping import _decorator
 
-    if _decorator.pop_shape_memo is _popped:  # pyright: ignore[reportAttributeAccessIssue]
-        _decorator.pop_shape_memo = _original_pop  # pyright: ignore[reportAttributeAccessIssue]
+    if getattr(_decorator, "pop_shape_memo", None) is _popped:
+        setattr(_decorator, "pop_shape_memo", _original_pop)  # noqa: B010
     _original_pop = None
     _paused.clear()
 
