@@ -347,6 +347,7 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
         test_steps="""
         import jax
         import jax.numpy as jnp
+        import pytest
         from beartype import beartype
         from flax import struct
         from jaxtyping import Array, Float, jaxtyped
@@ -361,6 +362,7 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
         step = jax.jit(lambda s: s.replace(x=s.x + 1))
 
 
+        @pytest.mark.allow_runtime_typechecks
         def test_many():
             s = S(jnp.ones(3))
             for _ in range(5):
@@ -371,10 +373,20 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
             S(jnp.ones(3))
         """
     )
+    # With the runtime guard in the same session: both summaries.
     result = pytester.runpytest_subprocess(
-        "--typecheck-guard-profile", "-p", "no:cacheprovider"
+        "--typecheck-guard-profile",
+        "--typecheck-guard=strict",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*typecheck-guard: typechecks run at dispatch time*",
+            "* test_steps.S.__init__ (jaxtyping with beartype) in jax.jit(*allowed",
+        ]
+    )
     result.stdout.fnmatch_lines(
         [
             "*typecheck-guard profile*",

@@ -103,14 +103,21 @@ def _prepare() -> None:
     _checker_dirs = _dirs(("jaxtyping", "beartype", "typeguard"))
     _skip_dirs = (*_checker_dirs, *_dirs(("typecheck_guard",)))
     _tree_dirs = _dirs(("jax", "jaxlib"))
-    import jax._src.callback as callback
-    import jax._src.debugging as debugging
-    import jaxtyping._pytree_type as pytree_type
+    import importlib
 
-    _callback_files = frozenset(
-        f for f in (callback.__file__, debugging.__file__) if f is not None
-    )
-    _pytree_files = frozenset({pytree_type.__file__ or ""})
+    files = []
+    # Where JAX runs host callbacks (`pure_callback`, `io_callback`,
+    # `jax.debug.callback`): private modules, so a move only costs us the label.
+    for name in ("jax._src.callback", "jax._src.debugging"):
+        try:
+            files.append(importlib.import_module(name).__file__)
+        except ImportError:
+            pass
+    _callback_files = frozenset(f for f in files if f is not None)
+    # `_MetaPyTree`'s module (the first owner `_detect` found).
+    owners = _detect._instancecheck_owners[:1]
+    module = sys.modules.get(owners[0].__module__) if owners else None
+    _pytree_files = frozenset({getattr(module, "__file__", None) or "<none>"})
     _kinds.clear()
 
 
@@ -795,6 +802,8 @@ class Profile:
                 )
 
     def start(self) -> Profile:
+        if self._running:
+            return self
         _attach(self)
         self._running = True
         self._start = time.perf_counter()
