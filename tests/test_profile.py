@@ -392,8 +392,8 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
             "*typecheck-guard profile*",
             "typecheck-guard profile: typechecks took *",
             "*5  * dispatch * test_steps.S (jaxtyping with beartype) in jax.jit(*",
-            "*call typecheck_guard.install() before S is defined (at the top of your "
-            "conftest.py)*",
+            "*call typecheck_guard.install() before S is defined (at the top of*",
+            "*conftest.py)*",
             "tests that spent the most in checks:",
             "* test_steps.py::test_many",
             "* test_steps.py::test_few",

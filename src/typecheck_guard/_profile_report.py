@@ -195,6 +195,19 @@ def _label(site: Site) -> str:
     return text
 
 
+def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=" " * len(first),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def format_text(prof: Profile, top: int | None = 20) -> str:
     sites = prof.sites
     shown = sites if top is None else sites[:top]
@@ -224,15 +237,19 @@ def format_text(prof: Profile, top: int | None = 20) -> str:
     lines.append("")
     lines.append("fixes:")
     for i, site in enumerate(shown, 1):
-        lines.append(f"{i:>3}. {fix(site, prof.program)}")
+        lines.extend(_wrapped(f"{i:>3}. ", fix(site, prof.program)))
         said = scan_says(site)
         if said:
-            lines.append(f"     scan: {said}")
+            lines.extend(_wrapped("     scan: ", said))
     if prof.setup_probes:
-        lines.append(
-            f"  (not counted: {prof.setup_probes} isinstance "
-            f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on their "
-            f"own annotations while decorating, {_seconds(prof.setup_probe_seconds)})"
+        lines.extend(
+            _wrapped(
+                "  ",
+                f"(not counted: {prof.setup_probes} isinstance "
+                f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on "
+                f"their own annotations while decorating, "
+                f"{_seconds(prof.setup_probe_seconds)})",
+            )
         )
     tests = _tests(prof)
     if tests:
@@ -241,9 +258,13 @@ def format_text(prof: Profile, top: int | None = 20) -> str:
         for test, seconds in tests[: top or len(tests)]:
             lines.append(f"  {_seconds(seconds):>10}  {test}")
     lines.append("")
-    lines.append(
-        "(per check: the steady state; first call: the first check of each checked "
-        "function, with the checker's one-time setup; share: of the wall time)"
+    lines.extend(
+        _wrapped(
+            "",
+            "(per check: the steady state; first call: the first check of each "
+            "checked function, with the checker's one-time setup; share: of the wall "
+            "time)",
+        )
     )
     return "\n".join(lines)
 
