@@ -555,9 +555,12 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if not kind:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
+        tool = _tool
+        if tool is None:  # stopped meanwhile
+            return None
         try:
             sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
-                _tool,
+                tool,
                 code,
                 sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
             )
