@@ -30,6 +30,9 @@ import pytest
 from . import _runtime
 from ._runtime import Site, Tally
 
+# `--typecheck-guard-profile` is its own plugin module, loaded with this one.
+pytest_plugins = ["typecheck_guard._profile_pytest"]
+
 MODES: Final = ("off", "warn", "strict")
 MARKER: Final = "allow_runtime_typechecks"
 
