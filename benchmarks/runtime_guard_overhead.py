@@ -23,7 +23,7 @@ import time
 import warnings
 
 import typecheck_guard
-from typecheck_guard import _jitwrap, _runtime
+from typecheck_guard import _jitwrap, _watch
 
 
 def _per_call(fn, args, calls: int) -> float:
@@ -171,7 +171,7 @@ def main() -> None:
     # Nothing listens any more (no plugin, level "allow"): the wrapper only forwards.
     fn_a, args = plain["jax.jit, one array"]
     fn_b, _ = guarded["jax.jit, one array"]
-    assert not _runtime.listening(), "run this outside pytest"
+    assert not _watch.listening(), "run this outside pytest"
     ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
     print(
         f"{'jax.jit, one array, wrapper not listening':46} {ta * 1e6:7.1f}us "

@@ -25,7 +25,7 @@ from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
 from helpers import make_chex
-from typecheck_guard._runtime import _level
+from typecheck_guard._watch import _level
 
 allow_checks = pytest.mark.allow_runtime_typechecks
 

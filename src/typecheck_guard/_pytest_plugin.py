@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import pytest
 
-from . import _runtime
-from ._runtime import Site, Tally
+from . import _watch
+from ._watch import Site, Tally
 
 MODES: Final = ("off", "warn", "strict")
 MARKER: Final = "allow_runtime_typechecks"
@@ -81,7 +81,7 @@ class _Recorder:
             # Outside a test (a module-level call while collecting): nothing to fail.
             warnings.warn(
                 RuntimeTypecheckWarning(
-                    _runtime.message(tally, "while collecting, outside any test")
+                    _watch.message(tally, "while collecting, outside any test")
                 ),
                 stacklevel=2,
             )
@@ -136,7 +136,7 @@ def _start(config: pytest.Config) -> None:
     _jitwrap.acquire()
     recorder = _Recorder(mode)
     config.stash[_RECORDER] = recorder
-    _runtime.add_sink(recorder)
+    _watch.add_sink(recorder)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -159,7 +159,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if recorder is None:
         return
     del config.stash[_RECORDER]
-    _runtime.remove_sink(recorder)
+    _watch.remove_sink(recorder)
     from . import _jitwrap
 
     _jitwrap.release()
@@ -189,7 +189,7 @@ def _phase(item: pytest.Item) -> Any:
             for site, (count, seconds) in pending.items():
                 item.warn(
                     RuntimeTypecheckWarning(
-                        _runtime.message(
+                        _watch.message(
                             {site: [count, seconds]}, "--typecheck-guard=warn"
                         )
                     )
@@ -197,7 +197,7 @@ def _phase(item: pytest.Item) -> Any:
         else:
             # The jitted call raised RuntimeTypecheckError, and the test caught it.
             pytest.fail(
-                _runtime.message(pending, "--typecheck-guard=strict"), pytrace=False
+                _watch.message(pending, "--typecheck-guard=strict"), pytrace=False
             )
     return result
 
