@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Final, Literal
 
-from ._watch import RuntimeTypecheckError, _level
+from ._watch import RuntimeTypecheckError, _callbacks, _level
 
 __all__ = ["RuntimeTypecheckError", "runtime_checks"]
 
@@ -56,12 +56,14 @@ class RuntimeChecks:
     """What `runtime_checks(level)` returns: the level, already in effect for the
     current thread or task; as a context manager, it is put back on exit."""
 
-    __slots__ = ("level", "_token", "_previous")
+    __slots__ = ("level", "callbacks", "_token", "_previous", "_callbacks_token")
 
-    def __init__(self, level: str):
+    def __init__(self, level: str, callbacks: bool = False):
         self.level = level
-        self._previous = _level.get()
+        self.callbacks = callbacks
+        self._previous = (_level.get(), _callbacks.get())
         self._token = _level.set(level)
+        self._callbacks_token = _callbacks.set(callbacks)
 
     def __enter__(self) -> RuntimeChecks:
         return self
@@ -69,14 +71,20 @@ class RuntimeChecks:
     def __exit__(self, *exc: Any) -> None:
         try:
             _level.reset(self._token)
+            _callbacks.reset(self._callbacks_token)
         except (ValueError, RuntimeError):  # left in another context, or twice
-            _level.set(self._previous)
+            _level.set(self._previous[0])
+            _callbacks.set(self._previous[1])
 
     def __repr__(self) -> str:
+        if self.callbacks:
+            return f"typecheck_guard.runtime_checks({self.level!r}, callbacks=True)"
         return f"typecheck_guard.runtime_checks({self.level!r})"
 
 
-def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
+def runtime_checks(
+    level: Literal["allow", "log", "disallow"], *, callbacks: bool = False
+) -> RuntimeChecks:
     """What to do when a typecheck runs while a jitted function is called, outside
     tracing.
 
@@ -94,6 +102,11 @@ def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
     - `"disallow"`: the call raises `typecheck_guard.RuntimeTypecheckError` (after
       it completed, unless it raised its own error).
 
+    Checks inside host callbacks (`jax.pure_callback`, `jax.experimental.io_callback`,
+    `jax.debug.callback`) are their own kind: a callback runs its Python on every
+    call by design, so `"log"` logs them (as callback sites) but `"disallow"` does
+    not raise for them unless `callbacks=True`.
+
     One object, two forms: `runtime_checks("log")` sets the level for the current
     thread (or asyncio task) from now on; `with runtime_checks("disallow"): ...`
     sets it for the block and puts back the previous level on exit, also when the
@@ -108,6 +121,10 @@ def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
     **Arguments:**
 
     - `level`: `"allow"`, `"log"` or `"disallow"`.
+    - `callbacks`: with `"disallow"`, also raise for checks inside host callbacks
+      that ran on this thread during the call (a callback that JAX runs on another
+      thread, or after the call returned, is logged instead: there is no call left
+      to raise from).
 
     **Returns:**
 
@@ -115,7 +132,7 @@ def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
 
     **Raises:**
 
-    `ValueError` for any other level.
+    `ValueError` for any other level; `TypeError` if `callbacks` is not a bool.
 
     !!! Example
 
@@ -129,6 +146,11 @@ def runtime_checks(level: Literal["allow", "log", "disallow"]) -> RuntimeChecks:
     """
     if not isinstance(level, str) or level not in LEVELS:
         raise ValueError(UNKNOWN_LEVEL.format(level=level))
+    if not isinstance(callbacks, bool):
+        raise TypeError(
+            "typecheck_guard.runtime_checks: `callbacks` must be True or False, got "
+            f"{callbacks!r}."
+        )
     if level != "allow":
         _pin()
-    return RuntimeChecks(level)
+    return RuntimeChecks(level, callbacks)

@@ -23,8 +23,22 @@ __all__ = ["RuntimeTypecheckError", "Site", "Tally", "watch"]
 
 RAN: Final = (
     "{checked} was typechecked by {checker} while {jitted} was called, outside "
-    "tracing, so it runs on every call ({count} check{s}, {ms:.3f} ms), called at "
-    "{call_site}."
+    "tracing, so it runs on every call ({cost}), called at {call_site}."
+)
+
+RAN_CALLBACK: Final = (
+    "{checked} was typechecked by {checker} inside a host callback, {jitted} "
+    "(defined at {call_site}), so it runs each time JAX calls the callback ({cost})."
+)
+
+FIX_CALLBACK: Final = (
+    "Host callbacks (jax.pure_callback, jax.experimental.io_callback, "
+    "jax.debug.callback) run their Python on every call of the jitted function that "
+    "contains them, by design, and a typecheck inside one runs with it. It is not "
+    "an unflatten check and is often library code (a progress meter, say): "
+    "typecheck_guard counts it but does not fail on it unless you opt in with "
+    "--typecheck-guard-callbacks=strict or "
+    'typecheck_guard.runtime_checks("disallow", callbacks=True).\n'
 )
 
 FIX_CONSTRUCTOR: Final = (
@@ -60,18 +74,20 @@ class Site(NamedTuple):
     jitted: str
     call_site: str
 
-    def describe(self, count: int, seconds: float) -> str:
-        return RAN.format(
+    def describe(
+        self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
+    ) -> str:
+        return (RAN_CALLBACK if self.kind == "callback" else RAN).format(
             checked=self.checked,
             checker=self.checker,
             jitted=self.jitted,
-            count=count,
-            s="" if count == 1 else "s",
-            ms=seconds * 1e3,
+            cost=cost(count, seconds, first_count, first),
             call_site=self.call_site,
         )
 
     def fix(self) -> str:
+        if self.kind == "callback":
+            return FIX_CALLBACK
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
             transform, _, fun = self.jitted.partition("(")
@@ -86,15 +102,44 @@ class Site(NamedTuple):
         return FIX_OTHER.format(jitted=self.jitted)
 
 
-Tally = dict[Site, list[Any]]  # site -> [count, seconds]
+# site -> [count, seconds, first_count, first_seconds]: `seconds` is the time of
+# the checks after the first of each checked callable, `first_seconds` that of the
+# first ones (`Check.first`), which carries the checker's one-time setup.
+Tally = dict[Site, list[Any]]
+
+
+def cost(count: int, seconds: float, first_count: int = 0, first: float = 0.0) -> str:
+    """`7 checks, 0.700 ms; the first 14.757 ms with the checker's one-time setup`."""
+    text = f"{count} check{'' if count == 1 else 's'}"
+    steady = count - first_count
+    if steady:
+        text += f", {seconds * 1e3:.3f} ms"
+        if first_count:
+            text += " after the first"
+    if first_count:
+        text += (
+            f"{'; ' if steady else ', '}the first {first * 1e3:.3f} ms with the "
+            "checker's one-time setup"
+        )
+    return text
+
+
+def add(tally: Tally, site: Site, check: Check) -> None:
+    entry = tally.setdefault(site, [0, 0.0, 0, 0.0])
+    entry[0] += 1
+    if check.first:
+        entry[2] += 1
+        entry[3] += check.seconds
+    else:
+        entry[1] += check.seconds
 
 
 def message(tally: Tally, why: str) -> str:
     """The text of a `RuntimeTypecheckError` / plugin failure for these sites."""
     lines = ["typecheck_guard: a typecheck ran at dispatch time, not at trace time."]
     fixes: list[str] = []
-    for site, (count, seconds) in tally.items():
-        lines.append("- " + site.describe(count, seconds))
+    for site, entry in tally.items():
+        lines.append("- " + site.describe(*entry))
         fix = site.fix()
         if fix not in fixes:
             fixes.append(fix)
@@ -109,7 +154,10 @@ class RuntimeTypecheckError(RuntimeError):
     The message names what was checked, the checker, the jitted function and the
     call site, and says how to fix it. The first site's parts are also attributes:
     `checked`, `checker`, `jitted`, `call_site`; `sites` maps every site seen in
-    the call to `[count, seconds]`.
+    the call to `[count, seconds, first_count, first_seconds]`: `seconds` is the
+    checks' own time (not the checked functions' bodies) after the first check of
+    each checked callable seen in the process; those first checks, which carry the
+    checker's one-time setup, are counted in `first_count` and `first_seconds`.
     """
 
     def __init__(self, message: str, sites: Tally | None = None):
@@ -128,6 +176,10 @@ RuntimeTypecheckError.__module__ = "typecheck_guard"
 
 _level: contextvars.ContextVar[str] = contextvars.ContextVar(
     "typecheck_guard_runtime_checks", default="allow"
+)
+# `runtime_checks(..., callbacks=True)`: checks inside host callbacks count too.
+_callbacks: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "typecheck_guard_runtime_checks_callbacks", default=False
 )
 # The pytest plugin's sessions, innermost last (pytester nests sessions in one
 # process). A sink records the sites and says whether to raise.
@@ -172,8 +224,8 @@ def watch(
             out = call(*args, **kwargs)
         except BaseException:
             _detect._window.reset(token)
-            if window.checks:
-                _report(jitted, caller, window.checks, failed=True)
+            if window.checks or window.callback_tally:
+                _report(jitted, caller, window, failed=True)
             raise
         _detect._window.reset(token)
     else:
@@ -185,16 +237,24 @@ def watch(
             out = call(*args, **kwargs)
         except BaseException:
             sys.setprofile(None)
-            if window.checks:
-                _report(jitted, caller, window.checks, failed=True)
+            if window.checks or window.callback_tally:
+                _report(jitted, caller, window, failed=True)
             raise
         sys.setprofile(None)
-    if window.checks:
-        _report(jitted, caller, window.checks, failed=False)
+    if window.checks or window.callback_tally:
+        _report(jitted, caller, window, failed=False)
     return out
 
 
-def _report(jitted: Any, caller: Any, checks: Sequence[Check], failed: bool) -> None:
+def _log(tally: Tally) -> None:
+    with _lock:
+        new = [site for site in tally if site not in _logged]
+        _logged.update(new)
+    for site in new:
+        _logger.warning("%s\n%s", site.describe(*tally[site]), site.fix())
+
+
+def _report(jitted: Any, caller: Any, window: _detect.Window, failed: bool) -> None:
     __tracebackhide__ = True
     import jax
 
@@ -202,29 +262,104 @@ def _report(jitted: Any, caller: Any, checks: Sequence[Check], failed: bool) -> 
         # The jitted function ran eagerly, body included: its checks are not
         # dispatch-time checks. (Read here, on the rare path, not per call.)
         return
-    where = _detect.call_site(caller)
-    name = _detect.describe_jitted(
-        jitted._typecheck_guard_transform, jitted._typecheck_guard_fun
-    )
     tally: Tally = {}
-    for check in checks:
-        site = Site(check.checked, check.checker, check.kind, name, where)
-        entry = tally.setdefault(site, [0, 0.0])
-        entry[0] += 1
-        entry[1] += check.seconds
+    if window.checks:
+        where = _detect.call_site(caller)
+        name = _detect.describe_jitted(
+            jitted._typecheck_guard_transform, jitted._typecheck_guard_fun
+        )
+        for check in window.checks:
+            add(
+                tally,
+                Site(check.checked, check.checker, check.kind, name, where),
+                check,
+            )
     raise_for = None
-    if _sinks and _sinks[-1](tally):
+    if tally and _sinks and _sinks[-1](tally):
         raise_for = "the pytest plugin runs with --typecheck-guard=strict"
     level = _level.get()
     if level == "log":
-        with _lock:
-            new = [site for site in tally if site not in _logged]
-            _logged.update(new)
-        for site in new:
-            count, seconds = tally[site]
-            _logger.warning("%s\n%s", site.describe(count, seconds), site.fix())
+        _log(tally)
     elif level == "disallow":
         raise_for = 'typecheck_guard.runtime_checks("disallow") is in effect'
+    # Host callbacks that ran in this call, under `callbacks=True` (the sinks and
+    # the log have had them already, from `watch_callback`).
+    tally.update(window.callback_tally or {})
     # A call that raised keeps its own exception: the user needs that one first.
     if raise_for is not None and not failed:
         raise RuntimeTypecheckError(message(tally, raise_for), tally)
+
+
+def watch_callback(
+    primitive: str,
+    callback: Any,
+    call: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Run one host callback (`_callbacks` patches JAX's callback trampolines to
+    come here) and report the checks in it as `"callback"` sites.
+
+    JAX may run a callback on the calling thread inside the jitted call, on another
+    thread, or after the call returned (asynchronous dispatch): so we watch the
+    callback itself, wherever and whenever it runs, and its sites name the callback,
+    not the jitted call that happened to be in flight. A check inside a callback is
+    never raised from inside it (JAX would turn the error into a failed
+    computation); `callbacks=True` raises it from the watched call that ran the
+    callback on this thread, if any.
+    """
+    if not (_sinks or _level.get() != "allow") or _detect._is_tracing is None:
+        return call(*args, **kwargs)
+    window = _detect.Window()
+    window.callback = True
+    if _detect.monitoring:
+        outer = _detect._window.get()
+        token = _detect._window.set(window)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            _detect._window.reset(token)
+            if window.checks:
+                _report_callback(primitive, callback, window.checks, outer)
+    previous = sys.getprofile()
+    outer = getattr(previous, "__self__", None)
+    if previous is not None and not isinstance(outer, _detect.Window):
+        return call(*args, **kwargs)  # another profiler runs: we step aside
+    sys.setprofile(window.event)
+    try:
+        return call(*args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+        if window.checks:
+            _report_callback(primitive, callback, window.checks, outer)
+
+
+def _report_callback(
+    primitive: str,
+    callback: Any,
+    checks: Sequence[Check],
+    outer: _detect.Window | None,
+) -> None:
+    fn = _detect.callback_function(callback)
+    name = f"{primitive}({_detect._qualified(fn)})"
+    where = _detect.defined_at(fn)
+    tally: Tally = {}
+    for check in checks:
+        add(tally, Site(check.checked, check.checker, "callback", name, where), check)
+    if _sinks:
+        _sinks[-1](tally)  # the plugin flags them per --typecheck-guard-callbacks
+    level = _level.get()
+    if level == "log":
+        _log(tally)
+    elif level == "disallow" and _callbacks.get():
+        if outer is not None and not outer.callback:
+            # A watched call on this thread ran the callback: it raises once the
+            # call has returned.
+            merged = outer.callback_tally or {}
+            for site, entry in tally.items():
+                into = merged.setdefault(site, [0, 0.0, 0, 0.0])
+                for i, value in enumerate(entry):
+                    into[i] += value
+            outer.callback_tally = merged
+        else:  # no call to raise from (another thread, or after it returned)
+            _log(tally)
