@@ -554,16 +554,10 @@ class Window:
 def _watch_body(code: CodeType) -> None:
     """From now on, see `code` start and return: it is a checked function's body."""
     _kinds[code] = _BODY
-    if monitoring and _tool is not None:
-        mon = sys.monitoring  # pyright: ignore[reportAttributeAccessIssue]
-        try:
-            mon.set_local_events(_tool, code, mon.events.PY_RETURN)
-        except (TypeError, ValueError):  # the guard was switched off meanwhile
-            return
-        _returning.add(code)
+    if monitoring and _tool is not None and not _instrument(code):
         # `code` may have answered `DISABLE` to `PY_START` already (plain code, as
         # far as we knew): switch its events back on. Once per checked function.
-        mon.restart_events()
+        sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 # The `sys.monitoring` backend (Python 3.12+). Toggling `sys.setprofile` around
@@ -578,8 +572,28 @@ _window: contextvars.ContextVar[Window | None] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
 )
 _tool: int | None = None
-_returning: set[CodeType] = set()
+# id -> code object that has `PY_RETURN` on. By identity: code objects compare
+# by value, and beartype's wrappers of two functions with one signature are equal
+# code objects (`_kinds` finds the one from the other), but each needs its events.
+_returning: dict[int, CodeType] = {}
 _TOOL_IDS: Final = (4, 3)  # the ids CPython leaves free (0-2 and 5 are named)
+
+
+def _instrument(code: CodeType) -> bool:
+    """Switch `PY_RETURN` on for this very code object; `True` if it already was.
+    `False` also when the guard was switched off meanwhile."""
+    if _returning.get(id(code)) is code:
+        return True
+    try:
+        sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
+            _tool,
+            code,
+            sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
+        )
+    except (TypeError, ValueError):  # the guard was switched off meanwhile
+        return False
+    _returning[id(code)] = code
+    return False
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
@@ -589,15 +603,8 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if kind == _PLAIN:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
-        try:
-            sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
-                _tool,
-                code,
-                sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
-            )
-            _returning.add(code)
-        except (TypeError, ValueError):  # the guard was switched off meanwhile
-            return None
+    if _returning.get(id(code)) is not code:
+        _instrument(code)
     window = _window.get()
     if window is not None:
         window._enter(sys._getframe(1), kind)
@@ -647,7 +654,7 @@ def stop_monitoring() -> None:
     tool, _tool = _tool, None
     monitoring = False
     mon.set_events(tool, 0)
-    for code in _returning:
+    for code in _returning.values():
         mon.set_local_events(tool, code, 0)
     _returning.clear()
     for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
