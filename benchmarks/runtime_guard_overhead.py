@@ -78,6 +78,10 @@ def _scenarios():
         def __init__(self, w: Float[Array, " n"]):
             self.w = w
 
+    class Model(eqx.Module):  # a diffrax-sized argument: 64 leaves, nested
+        layers: list
+        scale: Float[Array, ""]
+
     class NNXModel(nnx.Module):
         def __init__(self):
             self.w = nnx.Param(jnp.ones(3))
@@ -85,6 +89,11 @@ def _scenarios():
     x = jnp.ones(3)
     state = State({f"w{i}": jnp.ones(3) for i in range(16)}, jnp.zeros(()))
     model = NNXModel()
+    big = Model([{"w": jnp.ones(3), "b": jnp.ones(3)} for _ in range(32)], x[0])
+
+    def with_callback(x):
+        jax.debug.callback(lambda x: None, x)
+        return x + 1
 
     def nnx_step(m, x):
         return m.w[...] * x
@@ -104,6 +113,11 @@ def _scenarios():
             lambda: eqx.filter_jit(lambda m: m),
             (Module(x),),
         ),
+        "equinox.filter_jit, 64-leaf Module": (
+            lambda: eqx.filter_jit(lambda m, x: (m, x + 1)),
+            (big, x),
+        ),
+        "jax.jit, jax.debug.callback": (lambda: jax.jit(with_callback), (x,)),
         "flax.nnx.jit, nnx.Module": (lambda: nnx.jit(nnx_step), (model, x)),
         "jax.pmap, one array": (lambda: jax.pmap(lambda x: x + 1), (jnp.ones((1, 3)),)),
     }

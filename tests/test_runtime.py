@@ -703,3 +703,23 @@ def test_first_check_of_a_callable_is_reported_apart(typecheck, sink):
         step2(fresh(jnp.ones(2), 0.5))
     ((count, _, first_count, _),) = _totals(sink).values()
     assert first_count == 1 and count >= 1
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="3.12+ watches with sys.monitoring"
+)
+def test_the_profile_function_is_paused_while_jax_traces():
+    # Checks while tracing are never flagged, so JAX's tracing, lowering and
+    # compiling run without the profile function (they are most of a first call).
+    seen = []
+
+    def body(x):
+        seen.append(sys.getprofile())
+        return x + 1
+
+    step = jax.jit(body)
+    with typecheck_guard.runtime_checks("disallow"):
+        outside = sys.getprofile()
+        step(jnp.ones(2))
+        assert sys.getprofile() is outside
+    assert seen == [None]

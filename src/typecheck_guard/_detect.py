@@ -452,6 +452,9 @@ class Window:
     # created without setting any attribute.
     checks: tuple[Check, ...] | list[Check] = ()
     _active: FrameType | None = None
+    # The innermost of `_in_body`, `_active` and `_exempt`: the frame whose return
+    # the profile function waits for.
+    _waiting: FrameType | None = None
     _exempt: FrameType | None = None
     _body: CodeType | None = None
     _in_body: FrameType | None = None
@@ -466,17 +469,20 @@ class Window:
     # Callback sites to raise for after the call (`_watch`): `{site: [...]}`.
     callback_tally: dict[Any, list[Any]] | None = None
 
-    def event(self, frame: FrameType, event: str, arg: Any) -> None:
+    def event(
+        self, frame: FrameType, event: str, arg: Any, _get: Any = _kinds.get
+    ) -> None:
+        # Called for every Python and C call and return during the window, so it
+        # does as little as it can: one dict lookup per call, one identity test
+        # per return (`benchmarks/runtime_guard_overhead.py`).
         if event == "call":
-            code = frame.f_code
-            kind = _kinds.get(code)
+            kind = _get(frame.f_code)
             if kind is None:
-                kind = _classify(code)
+                kind = _classify(frame.f_code)
             if kind:
                 self._enter(frame, kind)
-        elif event == "return":
-            if frame is self._active or frame is self._exempt or frame is self._in_body:
-                self.returned(frame)
+        elif frame is self._waiting and event == "return":
+            self.returned(frame)
 
     def returned(self, frame: FrameType) -> None:
         if frame is self._in_body:
@@ -484,10 +490,12 @@ class Window:
             # time.
             self._start += _clock() - self._paused
             self._in_body = None
+            self._waiting = self._active
         elif frame is self._active:
             self._leave()
         elif frame is self._exempt:
             self._exempt = None
+            self._waiting = None
 
     def _enter(self, frame: FrameType, kind: int) -> None:
         if kind == _BODY:
@@ -497,7 +505,7 @@ class Window:
                 and frame.f_code is self._body
             ):
                 self._paused = _clock()
-                self._in_body = frame
+                self._in_body = self._waiting = frame
             return
         if self._exempt is not None:
             return
@@ -516,12 +524,12 @@ class Window:
             if _is_tracing is not None and _is_tracing():
                 return
             if _deliberate(frame):
-                self._exempt = frame
+                self._exempt = self._waiting = frame
                 return
             self._checked, checker = _describe(frame, kind)
             self._checkers = [checker]
             self._kind = kind
-            self._active = frame
+            self._active = self._waiting = frame
             fn = _body_of(frame, kind)
             self._first = _first(self._checked, fn)
             self._body = fn.__code__ if fn is not None else None
@@ -529,7 +537,7 @@ class Window:
                 _watch_body(self._body)
         except Exception:  # never let the guard break the user's call
             self._checked, self._checkers, self._kind = "<unknown>", ["?"], kind
-            self._active = frame
+            self._active = self._waiting = frame
             self._body = None
         self._start = _clock()
 
@@ -546,7 +554,7 @@ class Window:
         if not self.checks:
             self.checks = []
         self.checks.append(check)  # type: ignore[union-attr]
-        self._active = None
+        self._active = self._waiting = None
         self._body = None
         self._in_body = None
 

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _callbacks, _detect, _watch
+from . import _callbacks, _detect, _tracing, _watch
 from ._errors import PRIVATE_API_CHANGED
 from ._importhook import after_import
 
@@ -144,6 +144,8 @@ def _start(stack: contextlib.ExitStack) -> None:
     _detect.prepare()
     if _detect.start_monitoring():
         stack.callback(_detect.stop_monitoring)
+    else:
+        _tracing.patch(stack)
     _callbacks.patch(stack)
     later = set()
     for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
