@@ -20,7 +20,11 @@ code object:
 
 The first checker entered is one *check*; checkers it calls (beartype under
 jaxtyping, the `PyTree` check under beartype) are part of it. We time it from its
-start to its return (or unwind).
+start to its return (or unwind), less the run of the function it checks (its
+*body*, which we then watch start and return too): the time is the checker's own.
+
+Checks inside host callbacks are seen through the windows `_callbacks` opens
+around each run of a callback, on whatever thread JAX runs it.
 
 A check that starts while JAX traces (`is_tracing()`) is never flagged. Every other
 check in a window is, the first call's included: what runs outside tracing on the
@@ -37,7 +41,8 @@ Two backends, one `Window`:
   cached `jax.jit` call runs no Python, so it pays for the wrapper and two
   `sys.setprofile` calls; wrappers that run Python on every call
   (`equinox.filter_jit`, `flax.nnx.jit`, `jax.pmap`) run it under the profiler,
-  about 3x slower, and so does the tracing of a first call.
+  about 2-3x slower. JAX's tracing, lowering and compiling of a first call, where
+  nothing is flagged, run with the profiler paused (`_tracing`).
 - Python 3.12+: `sys.monitoring`, where toggling `sys.setprofile` per call would
   re-instrument the code that runs next (see `start_monitoring`).
 

@@ -318,7 +318,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"typecheck-guard: no typecheck ran in a jitted call outside tracing ({mode})."
         )
         return
-    verbose = config.getoption("verbose", 0) > 0
+    verbose = (config.getoption("verbose", 0) or 0) > 0
     ordered = sorted(recorder.sites.items(), key=lambda kv: -kv[1].entry[1])
     flagged = [(site, stats) for site, stats in ordered if not stats.allowed]
     allowed = [(site, stats) for site, stats in ordered if stats.allowed]
