@@ -27,6 +27,11 @@ ONE_OF_FIELDS: Final = (
     "data_fields={data_fields!r}, meta_fields={meta_fields!r}. Add {missing}=[...]."
 )
 
+NOT_NAMES: Final = (
+    "typecheck_guard.register_dataclass({cls}): {arg} must be a sequence of field "
+    "names, got {got}. Write {fix}."
+)
+
 FIELD_MISMATCH: Final = (
     "typecheck_guard.register_dataclass({cls}): data_fields and meta_fields must list "
     "every dataclass field with init=True, and only those.{details}"
@@ -90,6 +95,12 @@ PRIVATE_API_CHANGED: Final = (
     "(supported: {package} {supported}). Refusing to patch it rather than risk "
     "checking nothing: pin '{package}{supported}', or report this at the "
     "typecheck_guard issue tracker."
+)
+
+PYTREE_CACHE_NOT_BOOL: Final = (
+    "typecheck_guard.install expects pytree_cache=True or False, got {value!r}. "
+    "Write `typecheck_guard.install(pytree_cache=False)` to leave PyTree[...] checks "
+    "uncached."
 )
 
 PYTREE_CACHE_UNAVAILABLE: Final = (

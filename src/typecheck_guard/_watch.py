@@ -18,6 +18,7 @@ from typing import Any, Final, NamedTuple
 
 from . import _detect
 from ._detect import Check
+from ._frames import register_dispatch
 
 __all__ = ["RuntimeTypecheckError", "Site", "Tally", "watch"]
 
@@ -202,6 +203,9 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
         _sinks.remove(sink)
 
 
+# The frame that calls a jitted function's C++ dispatch: a constructor it reaches
+# directly is an unflatten of that call's inputs or outputs (`_frames.py`).
+@register_dispatch
 def watch(
     jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -229,21 +233,37 @@ def watch(
             raise
         _detect._window.reset(token)
     else:
-        if sys.getprofile() is not None:  # already watched, or another profiler runs
+        previous = sys.getprofile()
+        # Already watched, or another profiler runs; but `typecheck-guard profile`'s
+        # profile function takes our window alongside (`_profile._Thread.event`).
+        if previous is not None and not getattr(
+            previous, "__typecheck_guard_composes__", False
+        ):
             return call(*args, **kwargs)
         window = _detect.Window()
-        sys.setprofile(window.event)
+        sys.setprofile(
+            window.event if previous is None else _compose(previous, window.event)
+        )
         try:
             out = call(*args, **kwargs)
         except BaseException:
-            sys.setprofile(None)
+            sys.setprofile(previous)
             if window.checks or window.callback_tally:
                 _report(jitted, caller, window, failed=True)
             raise
-        sys.setprofile(None)
+        sys.setprofile(previous)
     if window.checks or window.callback_tally:
         _report(jitted, caller, window, failed=False)
     return out
+
+
+def _compose(first: Any, second: Any) -> Any:
+    def both(frame: Any, event: str, arg: Any) -> None:
+        first(frame, event, arg)
+        second(frame, event, arg)
+
+    both.__typecheck_guard_parts__ = (first, second)  # type: ignore[attr-defined]
+    return both
 
 
 def _log(tally: Tally) -> None:
@@ -322,10 +342,15 @@ def watch_callback(
             if window.checks:
                 _report_callback(primitive, callback, window.checks, outer)
     previous = sys.getprofile()
-    outer = getattr(previous, "__self__", None)
-    if previous is not None and not isinstance(outer, _detect.Window):
+    # Inside a watched call, `previous` is its window's profile function, maybe
+    # composed with `typecheck-guard profile`'s; the profiler's, we keep.
+    base, watching = getattr(previous, "__typecheck_guard_parts__", (None, previous))
+    if getattr(watching, "__typecheck_guard_composes__", False):
+        base, watching = watching, None
+    outer = getattr(watching, "__self__", None)
+    if watching is not None and not isinstance(outer, _detect.Window):
         return call(*args, **kwargs)  # another profiler runs: we step aside
-    sys.setprofile(window.event)
+    sys.setprofile(window.event if base is None else _compose(base, window.event))
     try:
         return call(*args, **kwargs)
     finally:
