@@ -23,7 +23,7 @@ import time
 import warnings
 
 import typecheck_guard
-from typecheck_guard import _jitwrap, _runtime
+from typecheck_guard import _jitwrap, _watch
 
 
 def _per_call(fn, args, calls: int) -> float:
@@ -78,6 +78,10 @@ def _scenarios():
         def __init__(self, w: Float[Array, " n"]):
             self.w = w
 
+    class Model(eqx.Module):  # a diffrax-sized argument: 64 leaves, nested
+        layers: list
+        scale: Float[Array, ""]
+
     class NNXModel(nnx.Module):
         def __init__(self):
             self.w = nnx.Param(jnp.ones(3))
@@ -85,6 +89,11 @@ def _scenarios():
     x = jnp.ones(3)
     state = State({f"w{i}": jnp.ones(3) for i in range(16)}, jnp.zeros(()))
     model = NNXModel()
+    big = Model([{"w": jnp.ones(3), "b": jnp.ones(3)} for _ in range(32)], x[0])
+
+    def with_callback(x):
+        jax.debug.callback(lambda x: None, x)
+        return x + 1
 
     def nnx_step(m, x):
         return m.w[...] * x
@@ -104,6 +113,11 @@ def _scenarios():
             lambda: eqx.filter_jit(lambda m: m),
             (Module(x),),
         ),
+        "equinox.filter_jit, 64-leaf Module": (
+            lambda: eqx.filter_jit(lambda m, x: (m, x + 1)),
+            (big, x),
+        ),
+        "jax.jit, jax.debug.callback": (lambda: jax.jit(with_callback), (x,)),
         "flax.nnx.jit, nnx.Module": (lambda: nnx.jit(nnx_step), (model, x)),
         "jax.pmap, one array": (lambda: jax.pmap(lambda x: x + 1), (jnp.ones((1, 3)),)),
     }
@@ -171,7 +185,7 @@ def main() -> None:
     # Nothing listens any more (no plugin, level "allow"): the wrapper only forwards.
     fn_a, args = plain["jax.jit, one array"]
     fn_b, _ = guarded["jax.jit, one array"]
-    assert not _runtime.listening(), "run this outside pytest"
+    assert not _watch.listening(), "run this outside pytest"
     ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
     print(
         f"{'jax.jit, one array, wrapper not listening':46} {ta * 1e6:7.1f}us "

@@ -374,11 +374,13 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
         """
     )
     # With the runtime guard in the same session: both summaries.
+    # (`-v`: the guard's summary lists allowed sites only then.)
     result = pytester.runpytest_subprocess(
         "--typecheck-guard-profile",
         "--typecheck-guard=strict",
         "-p",
         "no:cacheprovider",
+        "-v",
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(

@@ -236,7 +236,7 @@ def test_strict_flags_every_registration_and_transform(pytester: pytest.Pytester
         [
             "*typecheck-guard: typechecks run at dispatch time*",
             "*checks*time*site*",
-            "*typecheck-guard: * runtime typechecks at * sites, * ms in all (--typecheck-guard=strict).",
+            "*typecheck-guard: * runtime typechecks at * sites, * ms steady-state + * ms in first checks (one-time setup) (--typecheck-guard=strict).",
         ]
     )
 
@@ -258,8 +258,23 @@ def test_marker_exempts_a_test(pytester: pytest.Pytester):
     result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_marked.py::test_unmarked - *"])
-    # Both tests' checks are counted; the marked test's are listed as allowed.
-    result.stdout.fnmatch_lines(["*test_marked.Node.__init__*; 1 test, allowed"])
+    # Both tests' checks are counted. The flagged site has a line of its own, the
+    # marked test's site only a share of the one line for allowed sites ...
+    result.stdout.fnmatch_lines(
+        [
+            "*test_marked.Node.__init__*; 1 test",
+            "typecheck-guard: * allowed checks at 1 site (0 in host callbacks, 1 in "
+            "tests marked allow_runtime_typechecks), * ms; -v lists them.",
+        ]
+    )
+    assert ", allowed" not in _ran(result)
+    # ... and -v lists it.
+    result = pytester.runpytest(
+        "--typecheck-guard=strict", "-p", "no:cacheprovider", "-v"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_marked.Node.__init__*; 1 test*, allowed"])
+    assert "-v lists them" not in _ran(result)
 
 
 # In-process runs inherit this suite's `filterwarnings = error`; a user's session
@@ -633,5 +648,99 @@ def test_install_option_reports_classes_registered_before_it(pytester: pytest.Py
         [
             "*UnadaptedClassesWarning: typecheck_guard.install(): 1 pytree class(es) "
             "registered before install() *: Early.*"
+        ]
+    )
+
+
+# A typechecked function inside a host callback: it runs on every call, by design.
+CALLBACKS = """
+import jax
+import jax.numpy as jnp
+from beartype import beartype
+from jaxtyping import ArrayLike, Float, jaxtyped
+
+
+@jaxtyped(typechecker=beartype)
+def progress(x: Float[ArrayLike, ""]) -> None:
+    pass
+
+
+@jax.jit
+def step(x):
+    jax.debug.callback(progress, x)
+    return x + 1
+
+
+def test_callback():
+    x = jnp.zeros(())
+    for _ in range(3):
+        x = step(x)
+    jax.effects_barrier()
+"""
+
+
+def test_callback_checks_are_counted_not_flagged_by_default(pytester):
+    pytester.makepyfile(test_callbacks=CALLBACKS)
+    result = pytester.runpytest("--typecheck-guard=strict", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "typecheck-guard: 3 allowed checks at 1 site (1 in host callbacks, 0 in "
+            "tests marked allow_runtime_typechecks), * ms; -v lists them.",
+        ]
+    )
+    result = pytester.runpytest(
+        "--typecheck-guard=strict", "-p", "no:cacheprovider", "-v"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "      3 * ms  test_callbacks.progress (jaxtyping with beartype) in "
+            "jax.debug.callback(test_callbacks.progress) at test_callbacks.py:*; "
+            "1 test*; host callback, allowed"
+        ]
+    )
+
+
+def test_callback_checks_fail_under_callbacks_strict(pytester):
+    pytester.makepyfile(test_callbacks=CALLBACKS)
+    result = pytester.runpytest(
+        "--typecheck-guard=strict",
+        "--typecheck-guard-callbacks=strict",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "typecheck-guard: strict, host callbacks: strict",
+            "- test_callbacks.progress was typechecked by jaxtyping with beartype "
+            "inside a host callback, jax.debug.callback(test_callbacks.progress) "
+            "(defined at test_callbacks.py:*), so it runs each time JAX calls the "
+            "callback (3 checks*",
+            "(--typecheck-guard-callbacks=strict)",
+        ]
+    )
+    assert "flatten or unflatten" not in _ran(result)
+
+
+@inner_warnings_default
+def test_callback_checks_warn_under_the_ini_value(pytester):
+    pytester.makepyfile(test_callbacks=CALLBACKS)
+    pytester.makeini(
+        "[pytest]\ntypecheck_guard = strict\ntypecheck_guard_callbacks = warn\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*inside a host callback*"])
+
+    pytester.makeini(
+        "[pytest]\ntypecheck_guard = strict\ntypecheck_guard_callbacks = sometimes\n"
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*typecheck_guard_callbacks = 'sometimes' in *tox.ini*'allow'*'warn'*'strict'*"
         ]
     )

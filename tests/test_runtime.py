@@ -21,11 +21,13 @@ import jax.numpy as jnp
 import pytest
 from beartype import beartype
 from flax import nnx, struct
-from jaxtyping import Array, Float, PyTree, jaxtyped
+from jax.experimental import io_callback
+from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
 
 import typecheck_guard
 from helpers import make_chex
-from typecheck_guard._runtime import _level
+from typecheck_guard import _detect, _watch
+from typecheck_guard._watch import _level
 
 allow_checks = pytest.mark.allow_runtime_typechecks
 
@@ -325,8 +327,9 @@ def test_one_error_counts_every_check_of_the_call(typecheck):
     with typecheck_guard.runtime_checks("disallow"):
         with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
             step(*state)
-    ((count, seconds),) = info.value.sites.values()
-    assert count == 3 and seconds > 0
+    ((count, seconds, first_count, first_seconds),) = info.value.sites.values()
+    assert count == 3 and first_count <= 1
+    assert seconds + first_seconds > 0
 
 
 def test_unknown_level_is_a_clear_value_error():
@@ -496,3 +499,227 @@ def test_libraries_imported_later_are_patched_on_import():
 def test_public_names():
     assert typecheck_guard.runtime_checks is typecheck_guard._runtime.runtime_checks
     assert issubclass(typecheck_guard.RuntimeTypecheckError, RuntimeError)
+
+
+# Host callbacks: a check inside one runs each time JAX calls it, by design.
+
+CALLBACKS = {
+    "jax.pure_callback": lambda f, x: jax.pure_callback(
+        lambda x: (f(x), x)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    ),
+    "jax.experimental.io_callback": lambda f, x: io_callback(
+        lambda x: (f(x), x)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    ),
+    "jax.debug.callback": lambda f, x: (jax.debug.callback(f, x), x)[1],
+}
+
+
+def _checked_progress(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    def progress(x: Float[ArrayLike, ""]) -> None:
+        pass
+
+    return progress
+
+
+def _in_a_loop(primitive, progress, transform=jax.jit, times=4):
+    """A jitted function whose callback runs `times` times per call."""
+
+    def body(i, x):
+        return CALLBACKS[primitive](progress, x) + 1.0
+
+    return transform(lambda x: jax.lax.fori_loop(0, times, body, x))
+
+
+@pytest.fixture
+def sink():
+    """Every tally the guard reports (as the pytest plugin's sink sees them)."""
+    tallies: list[dict] = []
+
+    def record(tally):
+        tallies.append(tally)
+        return False
+
+    _watch.add_sink(record)
+    yield tallies
+    _watch.remove_sink(record)
+
+
+def _totals(tallies, kind=None):
+    totals: dict = {}
+    for tally in tallies:
+        for site, entry in tally.items():
+            if kind is None or site.kind == kind:
+                into = totals.setdefault(site, [0, 0.0, 0, 0.0])
+                for i, value in enumerate(entry):
+                    into[i] += value
+    return totals
+
+
+@pytest.mark.parametrize("transform", ["jax.jit", "equinox.filter_jit"])
+@pytest.mark.parametrize("primitive", sorted(CALLBACKS))
+def test_checks_inside_host_callbacks_are_their_own_kind(
+    primitive, transform, typecheck, sink
+):
+    progress = _checked_progress(typecheck)
+    step = _in_a_loop(primitive, progress, TRANSFORMS[transform])
+    x = jnp.zeros(())
+    typecheck.reset()
+    with typecheck_guard.runtime_checks("disallow"):  # not raised by default
+        for _ in range(3):
+            x = step(x)
+        jax.effects_barrier()
+    # Every run of the callback is counted, wherever and whenever JAX ran it.
+    ((site, (count, _, first_count, _)),) = _totals(sink).items()
+    assert count == 12 and first_count <= 1
+    assert typecheck.calls == 2 * count  # jaxtyping checks the arguments, then all
+    assert site.kind == "callback"
+    assert site.checked.endswith("_checked_progress.<locals>.progress")
+    assert site.checker == f"jaxtyping with {typecheck.name}"
+    assert site.jitted.startswith(primitive + "(")
+    assert site.call_site.rsplit(":", 1)[0].endswith("test_runtime.py")
+    text = site.describe(count, 0.0) + site.fix()
+    assert "inside a host callback" in text and "flatten or unflatten" not in text
+    assert "--typecheck-guard-callbacks=strict" in text and "callbacks=True" in text
+
+
+def test_callback_counts_are_the_same_every_run(typecheck, sink):
+    # The sites are the callback's, not the jitted call's that happened to be in
+    # flight when JAX ran it: the same program gives the same counts.
+    progress = _checked_progress(typecheck)
+    runs = []
+    for _ in range(3):
+        sink.clear()
+        with typecheck_guard.runtime_checks("log"):
+            for primitive in sorted(CALLBACKS):
+                step = _in_a_loop(primitive, progress, times=3)
+                step(step(jnp.zeros(())))
+            jax.effects_barrier()
+        runs.append({site: entry[0] for site, entry in _totals(sink).items()})
+    assert runs[0] == runs[1] == runs[2]
+    assert sorted(runs[0].values()) == [6, 6, 6]
+
+
+def test_disallow_with_callbacks_raises_for_callback_checks(typecheck):
+    progress = _checked_progress(typecheck)
+    step = _in_a_loop("jax.pure_callback", progress, times=2)
+    with typecheck_guard.runtime_checks("disallow", callbacks=True) as setting:
+        assert repr(setting) == (
+            "typecheck_guard.runtime_checks('disallow', callbacks=True)"
+        )
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(jnp.zeros(()))
+    ((site, entry),) = info.value.sites.items()
+    assert site.kind == "callback" and entry[0] == 2
+    assert "inside a host callback" in str(info.value)
+    with pytest.raises(TypeError, match="callbacks"):
+        typecheck_guard.runtime_checks("disallow", callbacks="yes")  # type: ignore[arg-type]
+
+
+def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
+    @jaxtyped(typechecker=typecheck)  # a site of its own: each is logged once
+    def logged_progress(x: Float[ArrayLike, ""]) -> None:
+        pass
+
+    progress = logged_progress
+    step = _in_a_loop("jax.debug.callback", progress)
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+    with typecheck_guard.runtime_checks("log"):
+        step(step(jnp.zeros(())))
+        jax.effects_barrier()
+    (record,) = [r for r in caplog.records if r.name == "typecheck_guard"]
+    assert "inside a host callback" in record.getMessage()
+
+
+# The reported time is the checker's own: a fake clock that only the checked
+# function's body advances must show zero.
+
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _checkers(typecheck):
+    import typeguard
+
+    return {
+        "jaxtyped": lambda f: jaxtyped(typechecker=typecheck)(f),
+        "beartype": beartype,
+        "typeguard": typeguard.typechecked,
+    }
+
+
+@allow_checks
+@pytest.mark.parametrize("checker", ["jaxtyped", "beartype", "typeguard"])
+def test_reported_time_excludes_the_checked_functions_body(
+    checker, typecheck, sink, monkeypatch
+):
+    clock = _FakeClock()
+    monkeypatch.setattr(_detect, "_clock", clock)
+    decorate = _checkers(typecheck)[checker]
+
+    @decorate
+    def slow_body(x: ArrayLike) -> None:
+        clock.now += 1.0  # one "second" in the body, none in the checker
+
+    # In an unflatten, and in a host callback.
+    Checked = _node_with_checked_unflatten(slow_body)
+    step = jax.jit(lambda s: s)
+    state = step(step(Checked(jnp.ones(2))))
+    in_callback = _in_a_loop("jax.pure_callback", slow_body, times=2)
+    with typecheck_guard.runtime_checks("log"):
+        step(state)
+        in_callback(jnp.zeros(()))
+        jax.effects_barrier()
+    totals = _totals(sink)
+    assert {site.kind for site in totals} == {"function", "callback"}
+    assert clock.now >= 3.0  # the bodies ran
+    for count, seconds, _, first_seconds in totals.values():
+        assert count > 0 and seconds == first_seconds == 0.0
+
+
+@allow_checks
+def test_first_check_of_a_callable_is_reported_apart(typecheck, sink):
+    Custom = _custom(typecheck)
+    step = jax.jit(lambda s: s)
+    state = step(Custom(jnp.ones(2), 0.5))
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        step(state)
+        step(state)
+    first, second = sink
+    ((count, _, first_count, _),) = first.values()
+    assert count == 1 and first_count == 0  # seen before (the first call)
+    ((count, _, first_count, _),) = second.values()
+    assert count == 1 and first_count == 0
+    fresh = _custom(typecheck)  # a new class: a new checked callable
+    step2 = jax.jit(lambda s: s)
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        step2(fresh(jnp.ones(2), 0.5))
+    ((count, _, first_count, _),) = _totals(sink).values()
+    assert first_count == 1 and count >= 1
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="3.12+ watches with sys.monitoring"
+)
+def test_the_profile_function_is_paused_while_jax_traces():
+    # Checks while tracing are never flagged, so JAX's tracing, lowering and
+    # compiling run without the profile function (they are most of a first call).
+    seen = []
+
+    def body(x):
+        seen.append(sys.getprofile())
+        return x + 1
+
+    step = jax.jit(body)
+    with typecheck_guard.runtime_checks("disallow"):
+        outside = sys.getprofile()
+        step(jnp.ones(2))
+        assert sys.getprofile() is outside
+    assert seen == [None]

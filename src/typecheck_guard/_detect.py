@@ -20,7 +20,11 @@ code object:
 
 The first checker entered is one *check*; checkers it calls (beartype under
 jaxtyping, the `PyTree` check under beartype) are part of it. We time it from its
-start to its return (or unwind).
+start to its return (or unwind), less the run of the function it checks (its
+*body*, which we then watch start and return too): the time is the checker's own.
+
+Checks inside host callbacks are seen through the windows `_callbacks` opens
+around each run of a callback, on whatever thread JAX runs it.
 
 A check that starts while JAX traces (`is_tracing()`) is never flagged. Every other
 check in a window is, the first call's included: what runs outside tracing on the
@@ -37,7 +41,8 @@ Two backends, one `Window`:
   cached `jax.jit` call runs no Python, so it pays for the wrapper and two
   `sys.setprofile` calls; wrappers that run Python on every call
   (`equinox.filter_jit`, `flax.nnx.jit`, `jax.pmap`) run it under the profiler,
-  about 3x slower, and so does the tracing of a first call.
+  about 2-3x slower. JAX's tracing, lowering and compiling of a first call, where
+  nothing is flagged, run with the profiler paused (`_tracing`).
 - Python 3.12+: `sys.monitoring`, where toggling `sys.setprofile` per call would
   re-instrument the code that runs next (see `start_monitoring`).
 
@@ -47,12 +52,14 @@ We never walk the stack while watching; we walk it only to report a check.
 from __future__ import annotations
 
 import contextvars
+import functools
 import importlib
 import importlib.util
 import inspect
 import os
 import sys
 import time
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
@@ -66,6 +73,10 @@ _JAXTYPING: Final = 1
 _BEARTYPE: Final = 2
 _TYPEGUARD: Final = 3
 _ISINSTANCE: Final = 4
+# The body of a checked function (what the checker's wrapper calls once the
+# arguments passed): its time is the function's, not the check's. Marked when a
+# check of it is first seen.
+_BODY: Final = 5
 
 _CHECKER_NAMES: Final = {
     _JAXTYPING: "jaxtyping",
@@ -94,6 +105,15 @@ _library_dirs: tuple[str, ...] = ()
 # `unflatten_safe` uses to skip it), and returns at once; that is no check.
 _typeguard_suppression: Any = None
 
+# What we time checks with; a test swaps it for a fake clock.
+_clock = time.perf_counter
+# What the guard has seen checked: the first check of each function carries the
+# checker's one-time setup. Functions are held weakly; checks that wrap no function
+# (`isinstance`, `check_type`) are keyed by what they checked.
+_seen_functions: weakref.WeakSet[Any] = weakref.WeakSet()
+_seen: set[str] = set()
+_MAX_SEEN: Final = 50_000
+
 _BEARTYPE_PREFIX: Final = "<@beartype("
 _TYPEGUARD_FUNCTIONS: Final = frozenset(
     {
@@ -110,7 +130,11 @@ _TYPEGUARD_FUNCTIONS: Final = frozenset(
 
 
 class Check(NamedTuple):
-    """One runtime check seen in a window."""
+    """One runtime check seen in a window.
+
+    `seconds` is the checker's own time: the checked function's body, which the
+    checker's wrapper calls, is not in it.
+    """
 
     checked: str
     """What was checked: `module.Class.__init__`, `module.function`, or
@@ -119,8 +143,12 @@ class Check(NamedTuple):
     """`"jaxtyping with beartype"`, `"typeguard"`, ..."""
     kind: str
     """`"constructor"` (an `__init__` / `__post_init__`), `"function"` or
-    `"isinstance"`."""
+    `"isinstance"`; `"callback"` for a check inside a host callback."""
     seconds: float
+    first: bool = False
+    """Whether this is the first check of `checked` the guard has seen in this
+    process: its time includes the checker's one-time setup (beartype resolving
+    forward references, jaxtyping building its checks, caches filling)."""
 
 
 def _nested_code(code: CodeType, name: str) -> CodeType | None:
@@ -383,8 +411,42 @@ def _kind_of(checked: str, kind: int) -> str:
     return "function"
 
 
+def _body_of(frame: FrameType, kind: int) -> Any:
+    """The function the checker at `frame` wraps, whose run is not part of the
+    check, or `None`. Runs only when a check starts."""
+    local = frame.f_locals
+    if kind == _JAXTYPING:
+        fn = local.get("fn")
+    elif kind == _BEARTYPE:
+        fn = local.get("__beartype_func")
+    elif kind == _TYPEGUARD and frame.f_code.co_name in ("wrapper", "async_wrapper"):
+        fn = local.get("func")
+    else:  # `isinstance`, `check_type`, ...: all of it is the check
+        return None
+    return fn if isinstance(getattr(fn, "__code__", None), CodeType) else None
+
+
+def _first(checked: str, fn: Any) -> bool:
+    """Whether this is the first check of `fn` (or of `checked`, for a check that
+    wraps no function) the guard has seen in this process."""
+    try:
+        if fn in _seen_functions:
+            return False
+        _seen_functions.add(fn)
+        return True
+    except TypeError:  # `None`, or no weak reference to it
+        pass
+    if checked in _seen:
+        return False
+    if len(_seen) >= _MAX_SEEN:
+        _seen.clear()
+    _seen.add(checked)
+    return True
+
+
 class Window:
-    """Watches one call of a jitted function, on the calling thread or task.
+    """Watches one call of a jitted function (or one host callback), on the calling
+    thread or task.
 
     `event` is the profile function of the `sys.setprofile` backend; the
     `sys.monitoring` backend calls `_enter` and `returned` itself. Everything but
@@ -395,30 +457,61 @@ class Window:
     # created without setting any attribute.
     checks: tuple[Check, ...] | list[Check] = ()
     _active: FrameType | None = None
+    # The innermost of `_in_body`, `_active` and `_exempt`: the frame whose return
+    # the profile function waits for.
+    _waiting: FrameType | None = None
     _exempt: FrameType | None = None
+    _body: CodeType | None = None
+    _in_body: FrameType | None = None
+    _paused = 0.0
+    _first = False
     _checked = ""
     _checkers: list[str] = []
     _kind = _PLAIN
     _start = 0.0
+    # Set on the window of a host callback: every check it sees is a "callback".
+    callback = False
+    # Callback sites to raise for after the call (`_watch`): `{site: [...]}`.
+    callback_tally: dict[Any, list[Any]] | None = None
 
-    def event(self, frame: FrameType, event: str, arg: Any) -> None:
+    def event(
+        self, frame: FrameType, event: str, arg: Any, _get: Any = _kinds.get
+    ) -> None:
+        # Called for every Python and C call and return during the window, so it
+        # does as little as it can: one dict lookup per call, one identity test
+        # per return (`benchmarks/runtime_guard_overhead.py`).
         if event == "call":
-            code = frame.f_code
-            kind = _kinds.get(code)
+            kind = _get(frame.f_code)
             if kind is None:
-                kind = _classify(code)
+                kind = _classify(frame.f_code)
             if kind:
                 self._enter(frame, kind)
-        elif event == "return":
+        elif frame is self._waiting and event == "return":
             self.returned(frame)
 
     def returned(self, frame: FrameType) -> None:
-        if frame is self._active:
+        if frame is self._in_body:
+            # The checked function's body ran from `_paused` to now: not the check's
+            # time.
+            self._start += _clock() - self._paused
+            self._in_body = None
+            self._waiting = self._active
+        elif frame is self._active:
             self._leave()
         elif frame is self._exempt:
             self._exempt = None
+            self._waiting = None
 
     def _enter(self, frame: FrameType, kind: int) -> None:
+        if kind == _BODY:
+            if (
+                self._active is not None
+                and self._in_body is None
+                and frame.f_code is self._body
+            ):
+                self._paused = _clock()
+                self._in_body = self._waiting = frame
+            return
         if self._exempt is not None:
             return
         if (
@@ -436,30 +529,48 @@ class Window:
             if _is_tracing is not None and _is_tracing():
                 return
             if _deliberate(frame):
-                self._exempt = frame
+                self._exempt = self._waiting = frame
                 return
             self._checked, checker = _describe(frame, kind)
             self._checkers = [checker]
             self._kind = kind
-            self._active = frame
+            self._active = self._waiting = frame
+            fn = _body_of(frame, kind)
+            self._first = _first(self._checked, fn)
+            self._body = fn.__code__ if fn is not None else None
+            if self._body is not None and _kinds.get(self._body) != _BODY:
+                _watch_body(self._body)
         except Exception:  # never let the guard break the user's call
             self._checked, self._checkers, self._kind = "<unknown>", ["?"], kind
-            self._active = frame
-        self._start = time.perf_counter()
+            self._active = self._waiting = frame
+            self._body = None
+        self._start = _clock()
 
     def _leave(self) -> None:
-        seconds = time.perf_counter() - self._start
+        seconds = _clock() - self._start
         checked = self._checked
         check = Check(
             checked,
             " with ".join(self._checkers),
-            _kind_of(checked, self._kind),
+            "callback" if self.callback else _kind_of(checked, self._kind),
             seconds,
+            self._first,
         )
         if not self.checks:
             self.checks = []
         self.checks.append(check)  # type: ignore[union-attr]
-        self._active = None
+        self._active = self._waiting = None
+        self._body = None
+        self._in_body = None
+
+
+def _watch_body(code: CodeType) -> None:
+    """From now on, see `code` start and return: it is a checked function's body."""
+    _kinds[code] = _BODY
+    if monitoring and _tool is not None and not _instrument(code):
+        # `code` may have answered `DISABLE` to `PY_START` already (plain code, as
+        # far as we knew): switch its events back on. Once per checked function.
+        sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 # The `sys.monitoring` backend (Python 3.12+). Toggling `sys.setprofile` around
@@ -474,8 +585,28 @@ _window: contextvars.ContextVar[Window | None] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
 )
 _tool: int | None = None
-_returning: set[CodeType] = set()
+# id -> code object that has `PY_RETURN` on. By identity: code objects compare
+# by value, and beartype's wrappers of two functions with one signature are equal
+# code objects (`_kinds` finds the one from the other), but each needs its events.
+_returning: dict[int, CodeType] = {}
 _TOOL_IDS: Final = (4, 3)  # the ids CPython leaves free (0-2 and 5 are named)
+
+
+def _instrument(code: CodeType) -> bool:
+    """Switch `PY_RETURN` on for this very code object; `True` if it already was.
+    `False` also when the guard was switched off meanwhile."""
+    if _returning.get(id(code)) is code:
+        return True
+    try:
+        sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
+            _tool,
+            code,
+            sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
+        )
+    except (TypeError, ValueError):  # the guard was switched off meanwhile
+        return False
+    _returning[id(code)] = code
+    return False
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
@@ -485,15 +616,8 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if kind == _PLAIN:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
-        try:
-            sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
-                _tool,
-                code,
-                sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
-            )
-            _returning.add(code)
-        except (TypeError, ValueError):  # the guard was switched off meanwhile
-            return None
+    if _returning.get(id(code)) is not code:
+        _instrument(code)
     window = _window.get()
     if window is not None:
         window._enter(sys._getframe(1), kind)
@@ -543,7 +667,7 @@ def stop_monitoring() -> None:
     tool, _tool = _tool, None
     monitoring = False
     mon.set_events(tool, 0)
-    for code in _returning:
+    for code in _returning.values():
         mon.set_local_events(tool, code, 0)
     _returning.clear()
     for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
@@ -556,20 +680,43 @@ def is_library(filename: str) -> bool:
     return filename.startswith(_library_dirs)
 
 
+def _relative(filename: str) -> str:
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive, on Windows
+        return filename
+    return filename if relative.startswith("..") else relative
+
+
 def call_site(frame: FrameType | None) -> str:
     """`path:line` of the first frame outside JAX, Equinox, Flax and us."""
     while frame is not None and is_library(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
-    filename = frame.f_code.co_filename
+    return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def callback_function(callback: Any) -> Any:
+    """The user's function in what JAX hands its callback trampolines: a
+    `_FlatCallback` (`pure_callback`, `io_callback`) or the closure
+    `jax.debug.callback` makes around it."""
+    fn = getattr(callback, "callback_func", callback)
+    code = getattr(fn, "__code__", None)
+    if code is not None and "callback" in code.co_freevars and fn.__closure__:
+        fn = fn.__closure__[code.co_freevars.index("callback")].cell_contents
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def defined_at(fn: Any) -> str:
+    """`path:line` where `fn` was defined, or `<unknown>`."""
     try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive, on Windows
-        relative = filename
-    if not relative.startswith(".."):
-        filename = relative
-    return f"{filename}:{frame.f_lineno}"
+        code = inspect.unwrap(fn).__code__
+    except (AttributeError, ValueError):
+        return "<unknown>"
+    return f"{_relative(code.co_filename)}:{code.co_firstlineno}"
 
 
 def describe_jitted(transform: str, fun: Any) -> str:

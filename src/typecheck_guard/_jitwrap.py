@@ -33,13 +33,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _detect, _runtime
+from . import _callbacks, _detect, _tracing, _watch
 from ._errors import PRIVATE_API_CHANGED
 from ._importhook import after_import
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
-_watch = _runtime.watch
 _lock = threading.RLock()
 _stack: contextlib.ExitStack | None = None
 _holders = 0
@@ -68,7 +67,7 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        return _watch(self, sys._getframe(1), args, kwargs)
+        return _watch.watch(self, sys._getframe(1), args, kwargs)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
@@ -145,6 +144,9 @@ def _start(stack: contextlib.ExitStack) -> None:
     _detect.prepare()
     if _detect.start_monitoring():
         stack.callback(_detect.stop_monitoring)
+    else:
+        _tracing.patch(stack)
+    _callbacks.patch(stack)
     later = set()
     for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
         module = sys.modules.get(module_name)

@@ -443,7 +443,7 @@ class _Thread:
             self.leave()
 
     # The runtime guard composes its window with us rather than stepping aside
-    # (`_runtime.watch`).
+    # (`_watch.watch`).
     event.__typecheck_guard_composes__ = True  # type: ignore[attr-defined]
 
     def enter(self, frame: FrameType, code: CodeType, kind: int) -> None:

@@ -9,7 +9,13 @@ outside tracing (they run again on every step of a training loop).
   `pytest.PytestWarning`) per site and test.
 - `@pytest.mark.allow_runtime_typechecks` exempts a test (its checks are still
   counted in the summary, marked "allowed").
-- An end-of-session summary: each site, how many checks, how long they took.
+- Checks inside host callbacks (`jax.pure_callback`, `io_callback`,
+  `jax.debug.callback`) run on every call by design: they are counted, as their own
+  kind, but flagged only under `--typecheck-guard-callbacks=warn|strict` (ini
+  `typecheck_guard_callbacks`; default `allow`).
+- An end-of-session summary: each flagged site, how many checks, how long they
+  took (the checks' own time, with the first check's one-time setup apart), and
+  one line for the allowed ones (`-v` lists them).
 - `--typecheck-guard-install`, or `typecheck_guard_install = true` in the ini file:
   `typecheck_guard.install()` before conftest files and test modules are imported
   (independent of the mode; undone in `pytest_unconfigure`).
@@ -27,14 +33,22 @@ from typing import Any, Final
 
 import pytest
 
-from . import _runtime
-from ._runtime import Site, Tally
+from . import _watch
+from ._watch import Site, Tally
 
 # `--typecheck-guard-profile` is its own plugin module, loaded with this one.
 pytest_plugins = ["typecheck_guard._profile_pytest"]
 
 MODES: Final = ("off", "warn", "strict")
+CALLBACK_MODES: Final = ("allow", "warn", "strict")
 MARKER: Final = "allow_runtime_typechecks"
+
+BAD_CALLBACKS_INI: Final = (
+    "typecheck_guard_callbacks = {value!r} in {inifile}: the modes for checks inside "
+    "host callbacks are 'allow' (the default), 'warn' and 'strict'. Write, for "
+    'example, `typecheck_guard_callbacks = "strict"` under [tool.pytest.ini_options], '
+    "or pass --typecheck-guard-callbacks=strict."
+)
 
 BAD_INI: Final = (
     "typecheck_guard = {value!r} in {inifile}: the plugin's modes are 'off' (the "
@@ -55,11 +69,11 @@ class RuntimeTypecheckWarning(pytest.PytestWarning):
 
 
 class _Stats:
-    __slots__ = ("count", "seconds", "allowed", "tests")
+    __slots__ = ("entry", "allowed", "tests")
 
     def __init__(self) -> None:
-        self.count = 0
-        self.seconds = 0.0
+        # [count, seconds, first_count, first_seconds], as in `_watch.Tally`.
+        self.entry: list[Any] = [0, 0.0, 0, 0.0]
         self.allowed = True
         self.tests: set[str] = set()
 
@@ -67,39 +81,53 @@ class _Stats:
 class _Recorder:
     """One session's sink: what each test ran, and the session's totals."""
 
-    def __init__(self, mode: str):
+    def __init__(self, mode: str, callbacks: str = "allow"):
         self.mode = mode
+        self.callbacks = callbacks
         self.item: pytest.Item | None = None
         self.allowed = False
         self.pending: Tally = {}
         self.sites: dict[Site, _Stats] = {}
 
+    def mode_of(self, site: Site) -> str:
+        """`warn` or `strict` if `site` is flagged outside a marked test, else `allow`."""
+        return self.callbacks if site.kind == "callback" else self.mode
+
     def __call__(self, tally: Tally) -> bool:
-        for site, (count, seconds) in tally.items():
+        flagged: Tally = {}
+        for site, entry in tally.items():
             stats = self.sites.get(site)
             if stats is None:
                 stats = self.sites[site] = _Stats()
-            stats.count += count
-            stats.seconds += seconds
-            stats.allowed = stats.allowed and self.allowed
+            for i, value in enumerate(entry):
+                stats.entry[i] += value
             stats.tests.add(
                 self.item.nodeid if self.item is not None else "<collection>"
             )
-            if not self.allowed:
-                entry = self.pending.setdefault(site, [0, 0.0])
-                entry[0] += count
-                entry[1] += seconds
+            if self.allowed or self.mode_of(site) == "allow":
+                continue
+            stats.allowed = False
+            flagged[site] = entry
+            if self.item is not None:
+                pending = self.pending.setdefault(site, [0, 0.0, 0, 0.0])
+                for i, value in enumerate(entry):
+                    pending[i] += value
         if self.item is None:
             # Outside a test (a module-level call while collecting): nothing to fail.
-            warnings.warn(
-                RuntimeTypecheckWarning(
-                    _runtime.message(tally, "while collecting, outside any test")
-                ),
-                stacklevel=2,
-            )
-            self.pending = {}
+            if flagged:
+                warnings.warn(
+                    RuntimeTypecheckWarning(
+                        _watch.message(flagged, "while collecting, outside any test")
+                    ),
+                    stacklevel=2,
+                )
             return False
-        return self.mode == "strict" and not self.allowed
+        # Callback sites are never raised from (see `_watch.watch_callback`); a
+        # strict one fails the test when it ends.
+        return any(
+            self.mode_of(site) == "strict" and site.kind != "callback"
+            for site in flagged
+        )
 
 
 _RECORDER = pytest.StashKey[_Recorder]()
@@ -121,6 +149,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "typecheck_guard",
         help="default for --typecheck-guard: off, warn or strict.",
         default="off",
+    )
+    group.addoption(
+        "--typecheck-guard-callbacks",
+        dest="typecheck_guard_callbacks",
+        choices=CALLBACK_MODES,
+        default=None,
+        metavar="{allow,warn,strict}",
+        help="what --typecheck-guard does with typechecks inside host callbacks "
+        "(jax.pure_callback, io_callback, jax.debug.callback), which run on every "
+        "call by design: 'allow' counts them in the summary (default: the "
+        "'typecheck_guard_callbacks' ini value, else 'allow'), 'warn' warns, "
+        "'strict' fails the test.",
+    )
+    parser.addini(
+        "typecheck_guard_callbacks",
+        help="default for --typecheck-guard-callbacks: allow, warn or strict.",
+        default="allow",
     )
     group.addoption(
         "--typecheck-guard-install",
@@ -148,6 +193,24 @@ def _mode(config: pytest.Config) -> str:
         if value not in MODES:
             raise pytest.UsageError(
                 BAD_INI.format(value=value, inifile=config.inipath or "the ini file")
+            )
+    return value
+
+
+def _callbacks_mode(config: pytest.Config) -> str:
+    value = getattr(config.known_args_namespace, "typecheck_guard_callbacks", None)
+    if value is None:
+        value = config.getoption("typecheck_guard_callbacks", None)
+    if value is None:
+        value = (
+            str(config.getini("typecheck_guard_callbacks")).strip().strip("'\"")
+            or "allow"
+        )
+        if value not in CALLBACK_MODES:
+            raise pytest.UsageError(
+                BAD_CALLBACKS_INI.format(
+                    value=value, inifile=config.inipath or "the ini file"
+                )
             )
     return value
 
@@ -191,12 +254,13 @@ def _start(config: pytest.Config) -> None:
     mode = _mode(config)
     if mode == "off":
         return
+    callbacks = _callbacks_mode(config)
     from . import _jitwrap
 
     _jitwrap.acquire()
-    recorder = _Recorder(mode)
+    recorder = _Recorder(mode, callbacks)
     config.stash[_RECORDER] = recorder
-    _runtime.add_sink(recorder)
+    _watch.add_sink(recorder)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -227,7 +291,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if recorder is None:
         return
     del config.stash[_RECORDER]
-    _runtime.remove_sink(recorder)
+    _watch.remove_sink(recorder)
     from . import _jitwrap
 
     _jitwrap.release()
@@ -235,7 +299,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     recorder = config.stash.get(_RECORDER, None)
-    lines = [f"typecheck-guard: {recorder.mode}"] if recorder is not None else []
+    lines = []
+    if recorder is not None:
+        header = f"typecheck-guard: {recorder.mode}"
+        if recorder.callbacks != "allow":
+            header += f", host callbacks: {recorder.callbacks}"
+        lines.append(header)
     if _INSTALLED in config.stash:
         lines.append("typecheck-guard: install() before collection")
     return lines
@@ -255,21 +324,24 @@ def _phase(item: pytest.Item) -> Any:
         pending, recorder.pending = recorder.pending, {}
         recorder.item = None
         recorder.allowed = False
-    if pending:
-        if recorder.mode == "warn":
-            for site, (count, seconds) in pending.items():
-                item.warn(
-                    RuntimeTypecheckWarning(
-                        _runtime.message(
-                            {site: [count, seconds]}, "--typecheck-guard=warn"
-                        )
-                    )
-                )
-        else:
-            # The jitted call raised RuntimeTypecheckError, and the test caught it.
-            pytest.fail(
-                _runtime.message(pending, "--typecheck-guard=strict"), pytrace=False
+    strict: Tally = {}
+    for site, entry in pending.items():
+        option = "--typecheck-guard" + ("-callbacks" if site.kind == "callback" else "")
+        if recorder.mode_of(site) == "warn":
+            item.warn(
+                RuntimeTypecheckWarning(_watch.message({site: entry}, f"{option}=warn"))
             )
+        else:
+            strict[site] = entry
+    if strict:
+        # The jitted call raised RuntimeTypecheckError and the test caught it, or
+        # a host callback ran a check (never raised from inside the callback).
+        why = (
+            "--typecheck-guard-callbacks=strict"
+            if all(site.kind == "callback" for site in strict)
+            else "--typecheck-guard=strict"
+        )
+        pytest.fail(_watch.message(strict, why), pytrace=False)
     return result
 
 
@@ -291,6 +363,22 @@ def pytest_runtest_teardown(item: pytest.Item) -> Any:
     return (yield from _phase(item))
 
 
+def _line(site: Site, stats: _Stats) -> str:
+    count, seconds, first_count, first_seconds = stats.entry
+    tests = len(stats.tests)
+    note = f"; {tests} test{'s' if tests != 1 else ''}"
+    if first_count:
+        note += f"; first check +{first_seconds * 1e3:.3f} ms (one-time setup)"
+    if site.kind == "callback":
+        note += "; host callback"
+    if stats.allowed:
+        note += ", allowed"
+    return (
+        f"{count:>7} {seconds * 1e3:>8.3f} ms  {site.checked} ({site.checker}) in "
+        f"{site.jitted} at {site.call_site}{note}"
+    )
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
@@ -301,23 +389,35 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"typecheck-guard: no typecheck ran in a jitted call outside tracing ({mode})."
         )
         return
-    terminalreporter.write_sep("=", "typecheck-guard: typechecks run at dispatch time")
-    terminalreporter.write_line(f"{'checks':>7} {'time':>11}  site")
-    total_count, total_seconds = 0, 0.0
-    ordered = sorted(recorder.sites.items(), key=lambda kv: -kv[1].seconds)
-    for site, stats in ordered:
-        total_count += stats.count
-        total_seconds += stats.seconds
-        tests = len(stats.tests)
-        note = f"; {tests} test{'s' if tests != 1 else ''}"
-        if stats.allowed:
-            note += ", allowed"
-        terminalreporter.write_line(
-            f"{stats.count:>7} {stats.seconds * 1e3:>8.3f} ms  {site.checked} "
-            f"({site.checker}) in {site.jitted} at {site.call_site}{note}"
+    verbose = (config.getoption("verbose", 0) or 0) > 0
+    ordered = sorted(recorder.sites.items(), key=lambda kv: -kv[1].entry[1])
+    flagged = [(site, stats) for site, stats in ordered if not stats.allowed]
+    allowed = [(site, stats) for site, stats in ordered if stats.allowed]
+    shown = ordered if verbose else flagged
+    if shown:
+        terminalreporter.write_sep(
+            "=", "typecheck-guard: typechecks run at dispatch time"
         )
+        terminalreporter.write_line(f"{'checks':>7} {'time':>11}  site")
+        for site, stats in shown:
+            terminalreporter.write_line(_line(site, stats))
+    if allowed and not verbose:
+        count = sum(stats.entry[0] for _, stats in allowed)
+        seconds = sum(stats.entry[1] for _, stats in allowed)
+        callbacks = sum(1 for site, _ in allowed if site.kind == "callback")
+        terminalreporter.write_line(
+            f"typecheck-guard: {count} allowed check{'s' if count != 1 else ''} at "
+            f"{len(allowed)} site{'s' if len(allowed) != 1 else ''} "
+            f"({callbacks} in host callbacks, {len(allowed) - callbacks} in tests "
+            f"marked {MARKER}), {seconds * 1e3:.3f} ms; -v lists them."
+        )
+    total_count = sum(stats.entry[0] for _, stats in ordered)
+    total_seconds = sum(stats.entry[1] for _, stats in ordered)
+    first_seconds = sum(stats.entry[3] for _, stats in ordered)
     terminalreporter.write_line(
         f"typecheck-guard: {total_count} runtime typecheck"
         f"{'s' if total_count != 1 else ''} at {len(ordered)} site"
-        f"{'s' if len(ordered) != 1 else ''}, {total_seconds * 1e3:.3f} ms in all ({mode})."
+        f"{'s' if len(ordered) != 1 else ''}, {total_seconds * 1e3:.3f} ms "
+        f"steady-state + {first_seconds * 1e3:.3f} ms in first checks (one-time "
+        f"setup) ({mode})."
     )

@@ -1,0 +1,72 @@
+"""Pausing the runtime guard's profile function while JAX traces, lowers and
+compiles (Python 3.11 and older).
+
+There the guard watches a jitted call with a profile function (`sys.setprofile`),
+which JAX's own Python pays for too: every call and return runs it. On a call that
+misses the cache, most of that Python is JAX tracing the function, lowering it to
+MLIR and compiling it, where no check can be flagged (checks while tracing are
+trace-time checks, and lowering and compiling run no user code). On diffrax's
+`test_saveat_solution.py` the plugin cost 29% more CPU time under
+`--typecheck-guard=warn`; with these three steps paused, none measurable
+(`docs/pytest-plugin.md`). So we wrap them to switch the profile function off for
+their duration and back on after.
+
+The targets are JAX's private functions, reached by module attribute at each call
+(`pe.trace_to_jaxpr(...)` in `pjit`). A target that is missing or not callable in
+another JAX release is skipped: this is only a saving, and the guard sees the same
+checks without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools as ft
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+from . import _detect
+
+__all__ = ["patch"]
+
+# (module, class in it or "", function)
+_TARGETS: Final = (
+    ("jax._src.interpreters.partial_eval", "", "trace_to_jaxpr"),
+    ("jax._src.interpreters.pxla", "", "lower_sharding_computation"),
+    ("jax._src.interpreters.pxla", "", "lower_parallel_callable"),
+    ("jax._src.interpreters.pxla", "MeshComputation", "compile"),
+)
+
+
+def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
+    @ft.wraps(original)
+    def unwatched(*args: Any, **kwargs: Any) -> Any:
+        profile = sys.getprofile()
+        if not isinstance(getattr(profile, "__self__", None), _detect.Window):
+            return original(*args, **kwargs)
+        sys.setprofile(None)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            sys.setprofile(profile)
+
+    unwatched.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
+    return unwatched
+
+
+def patch(stack: contextlib.ExitStack) -> None:
+    """Pause the profile function in JAX's trace, lower and compile steps until
+    `stack` closes."""
+    for module_name, owner_name, attribute in _TARGETS:
+        try:
+            owner = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if owner_name:
+            owner = getattr(owner, owner_name, None)
+        original = getattr(owner, attribute, None)
+        if not callable(original) or hasattr(original, "__typecheck_guard_original__"):
+            continue
+        setattr(owner, attribute, _paused(original))
+        stack.callback(setattr, owner, attribute, original)
