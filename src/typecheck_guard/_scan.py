@@ -191,16 +191,16 @@ def import_all(
             # what jaxtyping generates: it warns once and leaves the function
             # unchecked (typeguard/_decorators.py, `instrument`).
             warnings.simplefilter("always", instrumentation)
-        for name in names:
+        pending = list(names)
+        while pending:
+            name = pending.pop(0)
             try:
                 module = _import(name)
-                if recursive:
-                    for sub in _submodules(module, failed):
-                        _import(sub)
             except ScanError as e:
-                if errors is None:
-                    raise
                 failed.append(e)
+            else:
+                if recursive and name in names:
+                    pending += _submodules(module, failed)
             if failed and errors is None:
                 raise failed[0]
     if errors is not None:
