@@ -12,8 +12,6 @@ per cache-hit call, a digest of the final state's bytes, whether the output
 shardings are the input ones, and whether the donated inputs were consumed.
 """
 
-from __future__ import annotations
-
 import functools as ft
 import hashlib
 import json

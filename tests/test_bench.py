@@ -2,8 +2,6 @@
 JSON and the plot are written, and the measurement alternates A and B. No timing
 is asserted: `--smoke` figures are noise by design."""
 
-from __future__ import annotations
-
 import io
 import json
 import math

@@ -2,8 +2,6 @@
 `beartype.claw`. Their checks are not written in the code, but install() and
 unflatten_safe must treat them like any other."""
 
-from __future__ import annotations
-
 import importlib
 import sys
 import textwrap

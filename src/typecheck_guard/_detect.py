@@ -289,7 +289,10 @@ def _kind_of_code(code: CodeType) -> int:
     kind = _known.get(code)
     if kind is not None:
         return kind
-    if code.co_filename.startswith(_BEARTYPE_PREFIX):
+    if code.co_filename.startswith(_BEARTYPE_PREFIX) and code.co_name != "<module>":
+        # `<module>` is beartype executing the source of a wrapper it is generating
+        # (decoration, not a check): jaxtyping < 0.3 decorates a fresh function on
+        # every construction of a dataclass it checks.
         return _BEARTYPE
     if (
         code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files

@@ -331,6 +331,10 @@ def under_jaxtyping(fn: Any) -> tuple[str, bool] | None:
         return None
     impl = _cells(layer).get("wrapped_fn_impl")
     inner = _cells(impl)
+    if "wrapped_fn_impl" not in _cells(layer) and "typechecker" in _cells(layer):
+        # jaxtyping < 0.3's dataclass `__init__`: it decorates a function generated
+        # on each call with the checker (`_check_dataclass_annotations`).
+        inner = {**_cells(layer), "param_fn": None}
     if "typechecker" not in inner or "param_fn" not in inner:
         return None
     typechecker = inner["typechecker"]
@@ -341,7 +345,11 @@ def under_jaxtyping(fn: Any) -> tuple[str, bool] | None:
     else:
         name = (getattr(typechecker, "__module__", None) or "?").split(".")[0]
     param_fn = inner["param_fn"]
-    instrumented = checker_of(param_fn) is not None or hasattr(param_fn, "__wrapped__")
+    instrumented = (
+        param_fn is None
+        or checker_of(param_fn) is not None
+        or hasattr(param_fn, "__wrapped__")
+    )
     return name, instrumented
 
 
