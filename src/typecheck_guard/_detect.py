@@ -329,9 +329,31 @@ def _function_of(frame: FrameType | None) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+def _dataclass_init(frame: FrameType) -> str | None:
+    """`Cls.__init__` when this check is jaxtyping < 0.3's check of a dataclass's
+    fields: it runs after `__init__`, through a function it generates per
+    construction and names after the class (`_check_dataclass_annotations`)."""
+    caller = frame.f_back
+    for _ in range(4):
+        if caller is None:
+            return None
+        if (
+            caller.f_code.co_name == "_check_dataclass_annotations"
+            and caller.f_globals.get("__name__") == "jaxtyping._decorator"
+        ):
+            cls = type(caller.f_locals.get("self"))
+            return f"{_qualified(cls)}.__init__"
+        caller = caller.f_back
+    return None
+
+
 def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
     """(what was checked, the checker's name). Runs only when a check is seen."""
     code = frame.f_code
+    if kind in (_JAXTYPING, _BEARTYPE):
+        init = _dataclass_init(frame)
+        if init is not None:
+            return init, "jaxtyping" if kind == _JAXTYPING else "beartype"
     if kind == _JAXTYPING:
         return _qualified(frame.f_locals.get("fn")), "jaxtyping"
     if kind == _BEARTYPE:
