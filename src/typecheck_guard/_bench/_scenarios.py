@@ -487,6 +487,15 @@ def _s3_define(checker: Any, preset: Preset) -> Any:
     from flax.training import train_state
     from jaxtyping import Array, Float, PyTree, jaxtyped
 
+    from .._versions import installed, parse
+
+    found = installed("jaxtyping") or "0"
+    if parse(found) < (0, 3, 3):
+        raise Unavailable(
+            f"jaxtyping {found} can't resolve optax's `ArrayTree` forward reference "
+            "in a typechecked TrainState subclass (fixed in jaxtyping 0.3.3)"
+        )
+
     @jaxtyped(typechecker=checker)
     class State(train_state.TrainState):
         params: PyTree[Float[Array, "..."]]
