@@ -71,6 +71,12 @@ def install(*, pytree_cache: bool = True) -> None:
 
     - `pytree_cache`: `False` to leave `PyTree[...]` checks uncached.
 
+    Each part (the adapter of `register_dataclass` / flax.struct, the chex adapter,
+    the `PyTree` cache) checks the versions and private APIs it relies on. One that
+    can't work is switched off, with one `typecheck_guard.PartsDisabledWarning`
+    naming every library outside its range and what is off; `install()` raises
+    `RuntimeError`, naming every problem, only when no part can work.
+
     Idempotent. Undo with `typecheck_guard.uninstall()`.
 
     !!! Example
