@@ -17,8 +17,10 @@ B, ...), and we report the median of the per-round ratios: the machine is shared
 and noisy, absolute times are not stable, ratios measured side by side are. See
 `src/typecheck_guard/_bench/README.md`.
 
-We also report the cost of an adapted class's flatten + unflatten relative to JAX's
-C++ `register_dataclass` path (both unchecked).
+We also report `jax.tree.unflatten` of the state (the held-out tree operation: no
+jit), checked under `with unflatten_safe()` relative to `jaxtyping_disable`, and the
+cost of an adapted class's flatten + unflatten relative to JAX's C++
+`register_dataclass` path (both unchecked).
 
 Usage: python benchmarks/seed000.py [--leaves 200] [--rounds 15] [--calls 20]
 """
@@ -62,6 +64,31 @@ def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
             )
         ratios[label] = m.ratio
     return ratios
+
+
+def tree_unflatten_ratio(leaves: int, rounds: int, calls: int) -> dict[str, float]:
+    """`jax.tree.unflatten` of the S0 state (a tree operation, no jit): checked
+    under each mode relative to `jaxtyping_disable`."""
+    from typecheck_guard._bench._scenarios import _s0_define, _s0_state
+
+    Node, _ = _s0_define(beartype)
+    leaves_, treedef = jax.tree.flatten(_s0_state(Node, leaves))
+
+    def plain(n: int) -> None:
+        for _ in range(n):
+            jax.tree.unflatten(treedef, leaves_)
+
+    def in_block(n: int) -> None:
+        with typecheck_guard.unflatten_safe():
+            for _ in range(n):
+                jax.tree.unflatten(treedef, leaves_)
+
+    out = {}
+    for label, fn in (("no plugin", plain), ("with unflatten_safe()", in_block)):
+        m = interleaved(fn, plain, rounds=rounds, block_s=0.0, iterations=calls)
+        out[label] = m.ratio
+    typecheck_guard.uninstall()
+    return out
 
 
 def flatten_unflatten_ratio(
@@ -124,6 +151,12 @@ def main() -> None:
     )
     print(f"{'mode':<24} {'checked / jaxtyping_disable':>28}")
     for name, ratio in run(args.leaves, args.rounds, args.calls).items():
+        print(f"{name:<24} {ratio:>27.2f}x")
+    print()
+    print("jax.tree.unflatten of the state (no jit), checked / jaxtyping_disable")
+    for name, ratio in tree_unflatten_ratio(
+        args.leaves, args.rounds, args.calls
+    ).items():
         print(f"{name:<24} {ratio:>27.2f}x")
     print()
     print(

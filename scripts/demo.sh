@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a virtual environment from the package registry and run the demo: the
-# seed scenarios with and without typecheck_guard, side by side (bench --quick).
+# benchmark scenarios with and without typecheck_guard, side by side (bench --quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}

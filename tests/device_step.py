@@ -12,6 +12,8 @@ per cache-hit call, a digest of the final state's bytes, whether the output
 shardings are the input ones, and whether the donated inputs were consumed.
 """
 
+# No `from __future__ import annotations`: `State.params` refers to `Params`, a class
+# local to `make_classes`, which a string annotation could not be resolved to.
 import functools as ft
 import hashlib
 import json

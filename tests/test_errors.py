@@ -174,7 +174,7 @@ def test_adapting_a_flax_struct_class():
         typecheck_guard.register_dataclass(Flaxed)
     message = str(info.value)
     assert "Flaxed is already registered" in message
-    assert "by jax.tree_util.register_dataclass" in message
+    assert "by flax.struct.dataclass" in message
     assert "typecheck_guard.install() before the class is defined" in message
     assert "unflatten_safe" in message
 

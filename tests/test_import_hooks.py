@@ -6,6 +6,7 @@ import importlib
 import sys
 import textwrap
 import uuid
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -106,3 +107,139 @@ def test_beartype_claw(tmp_path, monkeypatch, request, with_install):
         assert count_beartype_calls(_loop, guarded, state) == 0
     finally:
         sys.modules.pop(name, None)
+
+
+# The order of `install()` and jaxtyping's import hook. What matters is that
+# `install()` runs before the hooked package is imported (when its classes are
+# registered); whether the hook is set up before or after `install()` does not.
+def test_import_hook_set_up_before_install(tmp_path, monkeypatch):
+    name = _import(tmp_path, monkeypatch)
+    with install_import_hook(name, "helpers.counted_beartype"):
+        with warnings.catch_warnings():
+            # The classes of earlier tests are still registered.
+            warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+            typecheck_guard.install()  # after the hook, before the import
+        mod = importlib.import_module(name)
+    try:
+        state = mod.step(mod.State(jnp.ones(3), jnp.ones(3)))
+        counted_beartype.calls = 0
+        with pytest.raises(Exception, match="Type-check error"):
+            mod.State(jnp.ones(3), jnp.ones(4))
+        assert counted_beartype.calls >= 1
+        counted_beartype.calls = 0
+        run_cached(mod.step, state, 20)
+        assert counted_beartype.calls == 0
+    finally:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.allow_runtime_typechecks  # the late install() leaves the checks running
+def test_hooked_package_imported_before_install(tmp_path, monkeypatch):
+    name = _import(tmp_path, monkeypatch)
+    with install_import_hook(name, "helpers.counted_beartype"):
+        mod = importlib.import_module(name)
+    try:
+        with pytest.warns(
+            typecheck_guard.UnadaptedClassesWarning, match="registered before install"
+        ):
+            typecheck_guard.install()
+        assert mod.State in {r.cls for r in typecheck_guard.unadapted()}
+        state = mod.step(mod.State(jnp.ones(3), jnp.ones(3)))
+        counted_beartype.calls = 0
+        run_cached(mod.step, state, 4)
+        assert counted_beartype.calls >= 5  # on every call
+        # The fix for classes registered before install(): unflatten_safe.
+        guarded = typecheck_guard.unflatten_safe(mod.step)
+        guarded(state)
+        counted_beartype.calls = 0
+        run_cached(guarded, state, 20)
+        assert counted_beartype.calls == 0
+    finally:
+        sys.modules.pop(name, None)
+
+
+# jaxtyping's pytest option `--jaxtyping-packages`, with ours. Both plugins act in
+# `pytest_load_initial_conftests`, ours first: install(), then the import hook, then
+# the conftest (which imports the hooked package).
+HOOKED_PACKAGE = SOURCE
+
+HOOKED_CONFTEST = """
+import jax.numpy as jnp
+import pytest
+
+import mypkg
+
+
+@pytest.fixture
+def state():
+    return mypkg.State(jnp.ones(3), jnp.ones(3))
+"""
+
+HOOKED_TESTS = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+import mypkg
+import typecheck_guard
+
+
+def _steps(step, state):
+    for _ in range(5):
+        state = step(state)
+    jax.block_until_ready(state)
+
+
+def test_checked():
+    # The import hook decorated mypkg.State: constructions are checked.
+    with pytest.raises(Exception, match="Type-check error"):
+        mypkg.State(jnp.ones(3), jnp.ones(4))
+
+
+def test_step(state):
+    _steps(mypkg.step, state)
+
+
+def test_step_unflatten_safe(state):
+    _steps(typecheck_guard.unflatten_safe(mypkg.step), state)
+"""
+
+
+def _hooked_project(pytester: pytest.Pytester) -> None:
+    pytester.mkpydir("mypkg").joinpath("__init__.py").write_text(HOOKED_PACKAGE)
+    pytester.makeconftest(HOOKED_CONFTEST)
+    pytester.makepyfile(test_hooked=HOOKED_TESTS)
+
+
+def test_jaxtyping_packages_option_with_install_option(pytester: pytest.Pytester):
+    _hooked_project(pytester)
+    result = pytester.runpytest_subprocess(
+        "--jaxtyping-packages=mypkg,beartype.beartype",
+        "--typecheck-guard-install",
+        "--typecheck-guard=strict",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["typecheck-guard: no typecheck ran in a jitted call outside tracing*"]
+    )
+
+
+def test_jaxtyping_packages_option_without_install(pytester: pytest.Pytester):
+    # The hooked classes keep JAX's registration: every step is flagged, unless
+    # the step is wrapped in unflatten_safe.
+    _hooked_project(pytester)
+    result = pytester.runpytest_subprocess(
+        "--jaxtyping-packages=mypkg,beartype.beartype",
+        "--typecheck-guard=strict",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mypkg.State.__init__ was typechecked by jaxtyping with beartype*",
+            "FAILED test_hooked.py::test_step - typecheck_guard.RuntimeTypecheckError*",
+        ]
+    )

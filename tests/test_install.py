@@ -237,7 +237,7 @@ def test_replace_copy_pickle_serialization(installed):
     assert pickle.loads(pickle.dumps(treedef)) == treedef
 
 
-def test_post_init_not_called_on_unflatten(installed):
+def test_post_init_is_left_to_jax(installed):
     seen = []
 
     @struct.dataclass
@@ -250,10 +250,10 @@ def test_post_init_not_called_on_unflatten(installed):
     s = S(jnp.ones(2))
     assert seen == [1]
     jax.tree.map(lambda v: v, s)
-    jax.jit(lambda s: s)(s)
-    # Neither tree_map nor the jitted call (trace-time unflatten of the input,
-    # output unflatten) constructs: only the one construction ran __post_init__.
-    assert seen == [1]
+    # JAX's unflatten runs __post_init__ (through __init__), as without install().
+    assert seen == [1, 1]
+    assert typecheck_guard._register.adapted_how(S) is None
+    assert "__post_init__" in typecheck_guard._register.refused_why(S)
 
 
 def test_post_init_setting_attributes_is_left_to_jax(installed):
@@ -344,7 +344,7 @@ def test_classes_before_install_are_listed(typecheck):
     records = [r for r in typecheck_guard.unadapted() if r.cls is Node]
     assert len(records) == 1
     (record,) = records
-    assert record.registration == "jax.tree_util.register_dataclass"
+    assert record.registration == "flax.struct.dataclass"
     assert record.checked == ("__init__",)
     assert "unflatten_safe" in str(record) and "\n" not in str(record)
 
@@ -371,14 +371,13 @@ def test_generated_code_shows_its_source(installed):
     from jax._src.tree_util import _registry
 
     unflatten = _registry[Shown].from_iter
-    assert (
-        unflatten.__code__.co_filename
-        == "<generated_unflatten_test_generated_code_shows_its_source.<locals>.Shown>"
+    assert unflatten.__code__.co_filename.startswith(
+        "<generated_unflatten_test_generated_code_shows_its_source.<locals>.Shown_"
     )
     assert "d['x']" in unflatten.__source__
 
 
-def test_non_dataclass_init_deriving_state_is_left_to_jax(installed):
+def test_non_dataclass_is_left_to_jax(installed):
     class Derived:
         def __init__(self, a, b):
             self.a = a
@@ -387,23 +386,12 @@ def test_non_dataclass_init_deriving_state_is_left_to_jax(installed):
 
     jax.tree_util.register_dataclass(Derived, data_fields=["a", "b"], meta_fields=[])
     assert typecheck_guard._register.adapted_how(Derived) is None
-    assert "total" in typecheck_guard._register.refused_why(Derived)
+    assert "not a dataclass" in typecheck_guard._register.refused_why(Derived)
     d = jax.tree.map(lambda v: v * 2, Derived(jnp.ones(()), jnp.ones(())))
     assert float(d.total) == 4.0
 
-    class Plain:
-        def __init__(self, a, b):
-            self.a = a
-            self.b = b
 
-    jax.tree_util.register_dataclass(Plain, data_fields=["a"], meta_fields=["b"])
-    assert (
-        typecheck_guard._register.adapted_how(Plain)
-        == "jax.tree_util.register_dataclass"
-    )
-
-
-def test_post_init_setting_registered_fields_is_adapted(installed):
+def test_post_init_setting_registered_fields_is_left_to_jax(installed):
     @dataclasses.dataclass
     class Normalised:
         x: jax.Array
@@ -412,7 +400,9 @@ def test_post_init_setting_registered_fields_is_adapted(installed):
             self.x = jnp.asarray(self.x)
 
     jax.tree_util.register_dataclass(Normalised)
-    assert typecheck_guard._register.adapted_how(Normalised) is not None
+    assert typecheck_guard._register.adapted_how(Normalised) is None
+    # JAX's unflatten converts again: a list of leaves comes back as an array.
+    assert isinstance(jax.tree.map(lambda v: v, Normalised(jnp.ones(2))).x, jax.Array)
 
 
 def test_flax_imported_after_install():

@@ -28,7 +28,7 @@ from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
 from helpers import make_early, run_cached
-from typecheck_guard import _unflatten
+from typecheck_guard import _frames, _unflatten
 
 # --- caches are bounded ------------------------------------------------------------
 
@@ -113,9 +113,9 @@ def test_library_code_cache_does_not_grow_with_calls(typecheck):
     Early = make_early(typecheck)
     step = typecheck_guard.unflatten_safe(jax.jit(lambda s: s.replace(x=s.x * 2)))
     state = run_cached(step, Early(jnp.ones(2), jnp.ones(2)), 3)
-    before = (len(_unflatten._is_library), len(_unflatten._unflatten_codes))
+    before = (len(_frames._kinds), len(_unflatten._unflatten_codes))
     run_cached(step, state, 20)
-    assert (len(_unflatten._is_library), len(_unflatten._unflatten_codes)) == before
+    assert (len(_frames._kinds), len(_unflatten._unflatten_codes)) == before
 
 
 # --- we hold no strong reference to classes ----------------------------------------

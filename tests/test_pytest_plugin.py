@@ -6,6 +6,7 @@ is judged by its own `--typecheck-guard` mode, not by this suite's.
 
 import sys
 import textwrap
+import warnings
 
 # Imported here so that pytester's in-process runs find them in `sys.modules` and
 # don't re-execute them (which would register their pytree classes a second time).
@@ -414,3 +415,221 @@ def test_plugin_is_registered_under_pytest11():
     ]
     assert entry.value == "typecheck_guard._pytest_plugin"
     assert sys.modules.get(entry.value) is not None
+
+
+# `--typecheck-guard-install`: the classes of a conftest and of a test module,
+# typechecked flax.struct dataclasses, each counted by its own checker.
+INSTALL_CONFTEST = """
+import functools as ft
+
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from flax import struct
+from jaxtyping import Array, Float, PyTree, jaxtyped
+
+CHECKS = [0]
+
+
+def counted(fn):
+    checked = beartype(fn)
+
+    @ft.wraps(checked)
+    def wrapper(*args, **kwargs):
+        CHECKS[0] += 1
+        return checked(*args, **kwargs)
+
+    return wrapper
+
+
+@jaxtyped(typechecker=counted)
+@struct.dataclass
+class State:
+    params: PyTree[Float[Array, "..."]]
+    step: Float[Array, ""]
+
+
+def steps(step, state, n=5):
+    state = step(step(state))  # the trace, and the first cache hit
+    CHECKS[0] = 0
+    for _ in range(n):
+        state = step(state)
+    jax.block_until_ready(state)
+    return CHECKS[0]
+
+
+@pytest.fixture
+def state():
+    return State({"w": jnp.ones(3), "b": jnp.zeros(2)}, jnp.zeros(()))
+"""
+
+INSTALL_TESTS = """
+import jax
+import jax.numpy as jnp
+import pytest
+from flax import struct
+from jaxtyping import Array, Float, jaxtyped
+
+from conftest import CHECKS, State, counted, steps
+
+
+@jaxtyped(typechecker=counted)
+@struct.dataclass
+class Local:
+    x: Float[Array, " n"]
+
+
+def test_conftest_class(state):
+    print("checks on 5 steps, conftest.State:", steps(jax.jit(lambda s: s.replace(step=s.step + 1)), state))
+
+
+def test_module_class():
+    print("checks on 5 steps, Local:", steps(jax.jit(lambda s: s.replace(x=2 * s.x)), Local(jnp.ones(3))))
+
+
+def test_constructions_are_checked():
+    CHECKS[0] = 0
+    with pytest.raises(Exception, match="step"):
+        State({"w": jnp.ones(3)}, jnp.zeros(3))
+    with pytest.raises(Exception, match="x"):
+        Local(jnp.ones((2, 2)))
+    print("checks on 2 bad constructions:", CHECKS[0])
+"""
+
+
+def _install_project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(INSTALL_CONFTEST)
+    pytester.makepyfile(test_steps=INSTALL_TESTS)
+
+
+def _assert_installed(result: pytest.RunResult) -> None:
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*checks on 5 steps, conftest.State: 0",
+            "*checks on 5 steps, Local: 0",
+            "*checks on 2 bad constructions: [1-9]*",
+            "typecheck-guard: install() before collection",
+            "typecheck-guard: no typecheck ran in a jitted call outside tracing (--typecheck-guard=strict).",
+        ]
+    )
+
+
+def test_install_option_before_conftest_and_test_modules(pytester: pytest.Pytester):
+    # A fresh interpreter: in this process, jax and flax are imported and our
+    # classes registered already.
+    _install_project(pytester)
+    result = pytester.runpytest_subprocess(
+        "--typecheck-guard-install",
+        "--typecheck-guard=strict",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+    )
+    _assert_installed(result)
+
+
+def test_install_ini(pytester: pytest.Pytester):
+    _install_project(pytester)
+    # A TOML boolean, which pytest hands us as the string "True".
+    pytester.makepyprojecttoml(
+        '[tool.pytest.ini_options]\ntypecheck_guard_install = true\ntypecheck_guard = "strict"\n'
+    )
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    _assert_installed(result)
+
+
+def test_without_install_strict_flags_the_steps(pytester: pytest.Pytester):
+    _install_project(pytester)
+    pytester.makeini("[pytest]\ntypecheck_guard_install = false\n")
+    result = pytester.runpytest_subprocess(
+        "--typecheck-guard=strict", "-s", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*conftest.State.__init__ was typechecked by jaxtyping with beartype*",
+            "*test_steps.Local.__init__ was typechecked by jaxtyping with beartype*",
+        ]
+    )
+    assert "install() before collection" not in _ran(result)
+
+
+def test_install_ini_bad_value_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    pytester.makeini("[pytest]\ntypecheck_guard_install = sometimes\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*typecheck_guard_install in *tox.ini*: *'sometimes'*. The option is a boolean: "
+            "write `typecheck_guard_install = true` (or false)*"
+        ]
+    )
+    assert not typecheck_guard.installed()
+
+
+def test_install_option_in_process_leaves_an_enclosing_install(
+    pytester: pytest.Pytester, installed: None
+):
+    # An inner session does not undo an install() it did not make.
+    pytester.makepyfile(
+        test_inner="""
+        import typecheck_guard
+
+        def test_installed():
+            assert typecheck_guard.installed()
+        """
+    )
+    result = pytester.runpytest("--typecheck-guard-install", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert typecheck_guard.installed()
+
+
+def test_install_option_in_process_is_undone(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_inner="""
+        import typecheck_guard
+
+        def test_installed():
+            assert typecheck_guard.installed()
+        """
+    )
+    assert not typecheck_guard.installed()
+    with warnings.catch_warnings():
+        # This process may have registered the classes of earlier tests.
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        result = pytester.runpytest(
+            "--typecheck-guard-install", "-p", "no:cacheprovider"
+        )
+    result.assert_outcomes(passed=1)
+    assert not typecheck_guard.installed()
+
+
+def test_install_option_reports_classes_registered_before_it(pytester: pytest.Pytester):
+    # A plugin that imports the user's classes runs before our hook: install() is
+    # too late for them, and says so in the warnings summary.
+    pytester.makepyfile(
+        early_plugin="""
+        from beartype import beartype
+        from flax import struct
+        from jaxtyping import Array, Float, jaxtyped
+
+        @jaxtyped(typechecker=beartype)
+        @struct.dataclass
+        class Early:
+            x: Float[Array, " n"]
+        """,
+        test_nothing="def test_nothing():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "early_plugin", "--typecheck-guard-install", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*UnadaptedClassesWarning: typecheck_guard.install(): 1 pytree class(es) "
+            "registered before install() *: Early.*"
+        ]
+    )

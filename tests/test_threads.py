@@ -416,7 +416,7 @@ def test_install_uninstall_racing_class_creation(typecheck):
     from jax._src.tree_util import _registry
 
     from typecheck_guard._codegen import is_generated
-    from typecheck_guard._inspect import _unflatten_of
+    from typecheck_guard._routes import unflatten_of
 
     assert len(created) >= 30
     for cls in created:
@@ -424,7 +424,7 @@ def test_install_uninstall_racing_class_creation(typecheck):
         # record agrees with what JAX holds.
         entry = _registry[cls]
         ours = typecheck_guard._register.adapted_how(cls)
-        assert (ours is not None) == is_generated(_unflatten_of(entry)) or (
+        assert (ours is not None) == is_generated(unflatten_of(entry)) or (
             ours == "chex.dataclass"
         ), cls
         leaves, treedef = jax.tree.flatten(cls(x=jnp.ones(2)))

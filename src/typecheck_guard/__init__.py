@@ -11,6 +11,7 @@ from ._install import (
     installed as installed,
     uninstall as uninstall,
 )
+from ._profile import Profile as Profile, profile as profile
 from ._pytree_cache import (
     PyTreeCacheInfo as PyTreeCacheInfo,
     cache_pytree_checks as cache_pytree_checks,

@@ -9,8 +9,11 @@ that ran. See `equinox/_module/_flatten.py` for the design we follow.
 
 from __future__ import annotations
 
+import itertools
+import keyword
 import linecache
 import types
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -31,8 +34,13 @@ class GeneratedFunctions(NamedTuple):
     unflatten: Callable[[tuple[Any, ...], Iterable[Any]], Any]
 
 
+# Two classes can share a qualname (classes made in a loop, or by a factory
+# function): a number keeps their linecache entries apart.
+_counter = itertools.count()
+
+
 def _compile(name: str, cls: type, source: str, namespace: dict[str, Any]):
-    filename = f"<generated_{name}_{cls.__qualname__}>"
+    filename = f"<generated_{name}_{cls.__qualname__}_{next(_counter)}>"
     # Let tracebacks and pdb show the generated lines.
     lines = source.splitlines(keepends=True)
     linecache.cache[filename] = (len(source), None, lines, filename)
@@ -60,6 +68,18 @@ def _writes_through_dict(cls: type, names: Sequence[str]) -> bool:
     return True
 
 
+def _plain(name: str) -> bool:
+    """Whether `node.<name>` in source reads the attribute literally named `name`.
+
+    Not for keywords, and not for names Python would NFKC-normalise (`node.ﬁ` reads
+    `fi`)."""
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and unicodedata.normalize("NFKC", name) == name
+    )
+
+
 def _new_for(cls: type) -> Callable[..., Any]:
     # `object.__new__` skips any custom `__new__` logic, like `__init__`; we only use
     # the class's own `__new__` when object's would be refused (e.g. builtin bases).
@@ -71,6 +91,7 @@ def generate_dataclass_functions(
     data_fields: Sequence[str],
     meta_fields: Sequence[str],
     restore: dict[str, Restore],
+    order: Sequence[str] | None = None,
 ) -> GeneratedFunctions:
     """Write the flatten, flatten-with-keys and unflatten functions for `cls`.
 
@@ -78,57 +99,75 @@ def generate_dataclass_functions(
     JAX's `register_dataclass`: the keypaths are one `GetAttrKey` per data field and
     the meta values form the treedef's auxiliary data, compared with `==`.
     Unflatten creates the instance with `object.__new__` and sets every field
-    directly: no `__init__`, no `__post_init__`, no typecheck.
+    directly, in `order` (the dataclass field order): no `__init__`, no
+    `__post_init__`, no typecheck.
     """
     from jax.tree_util import GetAttrKey
 
-    namespace: dict[str, Any] = {"_cls": cls, "_new": _new_for(cls)}
-    getters_data = "".join(f"node.{n}, " for n in data_fields)
-    getters_meta = "".join(f"node.{n}, " for n in meta_fields)
+    namespace: dict[str, Any] = {
+        "_cls": cls,
+        "_new": _new_for(cls),
+        "_getattr": getattr,
+        "_setattr": object.__setattr__,
+    }
+    constants: dict[str, str] = {}
+
+    def constant(name: str) -> str:
+        # A field name that is not a plain identifier (JAX accepts "a-b", "class",
+        # "x.real") is never pasted into the source: we refer to it by a constant.
+        if name not in constants:
+            constants[name] = f"_name{len(constants)}"
+            namespace[constants[name]] = name
+        return constants[name]
+
+    def get(name: str) -> str:
+        return f"node.{name}" if _plain(name) else f"_getattr(node, {constant(name)})"
+
+    getters_data = "".join(f"{get(n)}, " for n in data_fields)
+    getters_meta = "".join(f"{get(n)}, " for n in meta_fields)
     flatten_src = f"def flatten(node):\n    return ({getters_data}), ({getters_meta})\n"
     keyed = []
     for i, name in enumerate(data_fields):
         namespace[f"_key{i}"] = GetAttrKey(name)
-        keyed.append(f"(_key{i}, node.{name}), ")
+        keyed.append(f"(_key{i}, {get(name)}), ")
     flatten_with_keys_src = (
         "def flatten_with_keys(node):\n"
         f"    return ({''.join(keyed)}), ({getters_meta})\n"
     )
 
-    all_names = [*data_fields, *meta_fields, *restore]
-    lines = ["def unflatten(meta, data):", "    node = _new(_cls)"]
-    if _writes_through_dict(cls, all_names):
-        lines.append("    d = node.__dict__")
-
-        def assign(targets: Sequence[str], source: str) -> None:
-            if targets:
-                lhs = ", ".join(f"d[{n!r}]" for n in targets)
-                lines.append(f"    {lhs}, = {source}")
-
-        def assign_one(name: str, expr: str) -> None:
-            lines.append(f"    d[{name!r}] = {expr}")
-    else:
-        namespace["_setattr"] = object.__setattr__
-
-        def assign(targets: Sequence[str], source: str) -> None:
-            if targets:
-                tmp = [f"_v{i}" for i in range(len(targets))]
-                lines.append(f"    {', '.join(tmp)}, = {source}")
-                for name, var in zip(targets, tmp, strict=True):
-                    lines.append(f"    _setattr(node, {name!r}, {var})")
-
-        def assign_one(name: str, expr: str) -> None:
-            lines.append(f"    _setattr(node, {name!r}, {expr})")
-
-    assign(data_fields, "data")
-    assign(meta_fields, "meta")
+    # Each field's value, as an expression over the unflatten's locals.
+    values: dict[str, str] = {}
+    lines = ["def unflatten(meta, data):"]
+    for names, source, prefix in (
+        (data_fields, "data", "_d"),
+        (meta_fields, "meta", "_m"),
+    ):
+        if names:
+            tmp = [f"{prefix}{i}" for i in range(len(names))]
+            lines.append(f"    {', '.join(tmp)}, = {source}")
+            values.update(zip(names, tmp, strict=True))
     for i, (name, how) in enumerate(restore.items()):
         if how.factory is not None:
             namespace[f"_factory{i}"] = how.factory
-            assign_one(name, f"_factory{i}()")
+            values[name] = f"_factory{i}()"
         else:
             namespace[f"_default{i}"] = how.value
-            assign_one(name, f"_default{i}")
+            values[name] = f"_default{i}"
+    # The order the dataclass-generated `__init__` writes them in: it shows in
+    # `vars()` (and so in pickles and reprs of `__dict__`).
+    ordered = [n for n in (order or ()) if n in values]
+    ordered += [n for n in values if n not in ordered]
+    lines.append("    node = _new(_cls)")
+    through_dict = _writes_through_dict(cls, ordered)
+    if through_dict and ordered:
+        lines.append("    d = node.__dict__")
+    for name in ordered:
+        target = name if _plain(name) else None
+        key = repr(name) if target is not None else constant(name)
+        if through_dict:
+            lines.append(f"    d[{key}] = {values[name]}")
+        else:
+            lines.append(f"    _setattr(node, {key}, {values[name]})")
     lines.append("    return node")
     unflatten_src = "\n".join(lines) + "\n"
 
@@ -143,14 +182,23 @@ def generate_dict_unflatten(
     cls: type,
 ) -> Callable[[tuple[str, ...], Iterable[Any]], Any]:
     """Unflatten for classes flattened as their sorted `__dict__` (chex dataclasses):
-    the auxiliary data is the tuple of attribute names."""
+    the auxiliary data is the tuple of attribute names.
+
+    What chex's own `_dataclass_unflatten` does, less the call of `__post_init__`:
+    `cls.__new__(cls)`, then every attribute that is a dataclass field (looked up at
+    unflatten time, as chex does), in field order, with `object.__setattr__`.
+    """
     source = (
         "def unflatten(keys, values):\n"
-        "    node = _new(_cls)\n"
-        "    node.__dict__.update(zip(keys, values))\n"
+        "    node = _cls.__new__(_cls)\n"
+        "    attributes = dict(zip(keys, values))\n"
+        "    for name in _cls.__dataclass_fields__:\n"
+        "        if name in attributes:\n"
+        "            _setattr(node, name, attributes[name])\n"
         "    return node\n"
     )
-    return _compile("unflatten", cls, source, {"_cls": cls, "_new": _new_for(cls)})
+    namespace = {"_cls": cls, "_setattr": object.__setattr__}
+    return _compile("unflatten", cls, source, namespace)
 
 
 def is_generated(fn: Any) -> bool:

@@ -27,6 +27,11 @@ ONE_OF_FIELDS: Final = (
     "data_fields={data_fields!r}, meta_fields={meta_fields!r}. Add {missing}=[...]."
 )
 
+NOT_NAMES: Final = (
+    "typecheck_guard.register_dataclass({cls}): {arg} must be a sequence of field "
+    "names, got {got}. Write {fix}."
+)
+
 FIELD_MISMATCH: Final = (
     "typecheck_guard.register_dataclass({cls}): data_fields and meta_fields must list "
     "every dataclass field with init=True, and only those.{details}"
@@ -107,6 +112,12 @@ PARTS_DISABLED: Final = (
 INSTALL_REFUSED: Final = (
     "typecheck_guard.install() can't support any of its parts in this environment, "
     "so it installed nothing:\n{problems}"
+)
+
+PYTREE_CACHE_NOT_BOOL: Final = (
+    "typecheck_guard.install expects pytree_cache=True or False, got {value!r}. "
+    "Write `typecheck_guard.install(pytree_cache=False)` to leave PyTree[...] checks "
+    "uncached."
 )
 
 PYTREE_CACHE_UNAVAILABLE: Final = (

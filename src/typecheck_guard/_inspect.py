@@ -7,11 +7,18 @@ Read from JAX's registry on demand, so it also sees classes registered before
 
 from __future__ import annotations
 
-import functools as ft
 from typing import Any, NamedTuple
 
+from ._adaptable import would_refuse
 from ._checkers import peel
-from ._register import adapted_how, refused_why
+from ._routes import (
+    CHEX,
+    adapted_how,
+    is_dataclass_entry,
+    refused_why,
+    registration_of,
+    unflatten_of,
+)
 
 __all__ = ["UnadaptedClass", "at_risk", "describe", "unadapted"]
 
@@ -24,9 +31,12 @@ class UnadaptedClass(NamedTuple):
     """A registered pytree class whose unflatten still runs a typecheck."""
 
     cls: type
+    """The class itself."""
     registration: str
-    """How it is registered: `"jax.tree_util.register_dataclass"`, `"chex.dataclass"`,
-    `"register_pytree_node"` (with the unflatten function's name), ..."""
+    """How it is registered, worded as `typecheck-guard scan` words it:
+    `"flax.struct.dataclass"`, `"flax.struct.PyTreeNode subclass"`,
+    `"jax.tree_util.register_dataclass"`, `"chex.dataclass"`,
+    `"register_pytree_node (unflatten: ...)"`, ..."""
     checkers: tuple[str, ...]
     """The checkers found on the methods that unflatten calls."""
     checked: tuple[str, ...]
@@ -36,6 +46,8 @@ class UnadaptedClass(NamedTuple):
 
     @property
     def fix(self) -> str:
+        """The one-line fix: what to write so that the class's unflatten stops
+        running the check."""
         return (
             f"wrap the jitted function that returns {self.cls.__qualname__} with "
             "typecheck_guard.unflatten_safe(...), or define the class after "
@@ -53,31 +65,9 @@ class UnadaptedClass(NamedTuple):
         )
 
 
-def _unflatten_of(entry: Any) -> Any:
-    fn = getattr(entry, "from_iter", None)
-    while isinstance(fn, ft.partial):
-        fn = fn.func
-    return getattr(fn, "__func__", fn)
-
-
-def registration_of(cls: type, entry: Any) -> str:
-    fn = _unflatten_of(entry)
-    module = getattr(fn, "__module__", "") or ""
-    qualname = getattr(fn, "__qualname__", "") or ""
-    # `register_dataclass.<locals>.unflatten_func` up to jax 0.10,
-    # `_register_dataclass.<locals>.unflatten_func` from jax 0.11 on.
-    if module == "jax._src.tree_util" and qualname.split(".")[0].lstrip("_") == (
-        "register_dataclass"
-    ):
-        return "jax.tree_util.register_dataclass"
-    if module == "chex._src.dataclass":
-        return "chex.dataclass"
-    return f"register_pytree_node (unflatten: {module}.{qualname})"
-
-
 def calls_on_unflatten(registration: str) -> tuple[str, ...]:
     """The constructor hooks a registration's unflatten runs."""
-    if registration == "chex.dataclass":
+    if registration == CHEX:
         return ("__post_init__",)
     # register_dataclass calls `cls(**fields)`; a hand-written unflatten that does not
     # use `__new__` almost always calls the constructor.
@@ -105,7 +95,7 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
     entry = registry().get(cls) if entry is None else entry
     if entry is None:
         return None
-    fn = _unflatten_of(entry)
+    fn = unflatten_of(entry)
     module = getattr(fn, "__module__", "") or ""
     if module.startswith(_NEW_BASED) or (
         # `typecheck-guard bench` defines its scenario classes under
@@ -116,10 +106,9 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
         return None
     registration = registration_of(cls, entry)
     checked = checked_methods(cls, calls_on_unflatten(registration))
-    if registration == "jax.tree_util.register_dataclass":
-        # `cls(**fields)` runs `__post_init__` only through `__init__`.
-        pass
-    elif registration.startswith("register_pytree_node"):
+    if not is_dataclass_entry(entry) and registration.startswith(
+        "register_pytree_node"
+    ):
         code = getattr(fn, "__code__", None)
         if code is not None and "__new__" in code.co_names:
             return None
@@ -131,7 +120,10 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
         if registration.startswith("register_pytree_node"):
             reason = "its hand-written unflatten calls the constructor"
         else:
-            reason = "registered before typecheck_guard.install()"
+            # Registered before install(): say whether install() would adapt it.
+            reason = would_refuse(cls, entry) or (
+                "registered before typecheck_guard.install()"
+            )
     return UnadaptedClass(cls, registration, checkers, tuple(checked), reason)
 
 

@@ -60,6 +60,14 @@ def install(*, pytree_cache: bool = True) -> None:
     calls `__init__` or `__post_init__`, so no check runs. Constructions are checked
     exactly as before. Works whether flax and chex are imported before or after.
 
+    A class is adapted only when that provably builds the same object as the
+    library's own unflatten: a dataclass whose `__init__` is the generated one
+    (under typechecker wrappers), with no `__post_init__` other than an empty one,
+    no `InitVar`, no custom `__new__`, metaclass `__call__` or `__setattr__`, and a
+    default for every field not passed to `__init__`. Every other class keeps its
+    library's registration and is listed, with the reason, by
+    `typecheck_guard.unadapted()`.
+
     Classes registered before `install()` are left as they were: see
     `typecheck_guard.unadapted()`, and `typecheck_guard.unflatten_safe` for them.
 
@@ -88,6 +96,10 @@ def install(*, pytree_cache: bool = True) -> None:
     """
     global _stack
     __tracebackhide__ = True
+    if not isinstance(pytree_cache, bool):
+        from ._errors import PYTREE_CACHE_NOT_BOOL
+
+        raise TypeError(PYTREE_CACHE_NOT_BOOL.format(value=pytree_cache))
     with _lock:
         if _stack is not None:
             return

@@ -10,6 +10,9 @@ outside tracing (they run again on every step of a training loop).
 - `@pytest.mark.allow_runtime_typechecks` exempts a test (its checks are still
   counted in the summary, marked "allowed").
 - An end-of-session summary: each site, how many checks, how long they took.
+- `--typecheck-guard-install`, or `typecheck_guard_install = true` in the ini file:
+  `typecheck_guard.install()` before conftest files and test modules are imported
+  (independent of the mode; undone in `pytest_unconfigure`).
 
 The guard is switched on in `pytest_load_initial_conftests`, before conftest files
 and test modules are imported, so that `@jax.jit` at module level is covered. The
@@ -27,6 +30,9 @@ import pytest
 from . import _runtime
 from ._runtime import Site, Tally
 
+# `--typecheck-guard-profile` is its own plugin module, loaded with this one.
+pytest_plugins = ["typecheck_guard._profile_pytest"]
+
 MODES: Final = ("off", "warn", "strict")
 MARKER: Final = "allow_runtime_typechecks"
 
@@ -34,6 +40,12 @@ BAD_INI: Final = (
     "typecheck_guard = {value!r} in {inifile}: the plugin's modes are 'off' (the "
     "default), 'warn' and 'strict'. Write, for example, `typecheck_guard = \"strict\"` "
     "under [tool.pytest.ini_options], or pass --typecheck-guard=strict."
+)
+
+BAD_INSTALL_INI: Final = (
+    "typecheck_guard_install in {inifile}: {error}. The option is a boolean: write "
+    "`typecheck_guard_install = true` (or false) under [tool.pytest.ini_options], or "
+    "pass --typecheck-guard-install."
 )
 
 
@@ -110,6 +122,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="default for --typecheck-guard: off, warn or strict.",
         default="off",
     )
+    group.addoption(
+        "--typecheck-guard-install",
+        dest="typecheck_guard_install",
+        action="store_true",
+        default=None,
+        help="call typecheck_guard.install() before conftest files and test modules "
+        "are imported, so that the classes they define unflatten without re-running "
+        "their typechecks (default: the 'typecheck_guard_install' ini value).",
+    )
+    parser.addini(
+        "typecheck_guard_install",
+        type="bool",
+        help="default for --typecheck-guard-install: true or false.",
+        default=False,
+    )
 
 
 def _mode(config: pytest.Config) -> str:
@@ -123,6 +150,39 @@ def _mode(config: pytest.Config) -> str:
                 BAD_INI.format(value=value, inifile=config.inipath or "the ini file")
             )
     return value
+
+
+def _wants_install(config: pytest.Config) -> bool:
+    value = getattr(config.known_args_namespace, "typecheck_guard_install", None)
+    if value is None:
+        value = config.getoption("typecheck_guard_install", None)
+    if value is None:
+        try:
+            value = config.getini("typecheck_guard_install")
+        # pytest < 9 raises the ValueError of its boolean parser, 9 a UsageError
+        # with its text: neither names the option.
+        except (ValueError, pytest.UsageError) as e:
+            raise pytest.UsageError(
+                BAD_INSTALL_INI.format(
+                    error=e, inifile=config.inipath or "the ini file"
+                )
+            ) from None
+    return bool(value)
+
+
+# Whether this session's `--typecheck-guard-install` called `install()` and must
+# undo it: not when `install()` was in effect already (an enclosing pytester
+# session, a plugin that called it).
+_INSTALLED = pytest.StashKey[bool]()
+
+
+def _install(config: pytest.Config) -> None:
+    if _INSTALLED in config.stash or not _wants_install(config):
+        return
+    from ._install import install, installed
+
+    config.stash[_INSTALLED] = not installed()
+    install()
 
 
 def _start(config: pytest.Config) -> None:
@@ -141,6 +201,7 @@ def _start(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    _install(early_config)
     _start(early_config)
 
 
@@ -151,10 +212,17 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}: the typecheck_guard plugin does not flag typechecks that run "
         "while this test's jitted functions are called (they are still counted).",
     )
+    _install(config)
     _start(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _INSTALLED in config.stash:
+        if config.stash[_INSTALLED]:
+            from ._install import uninstall
+
+            uninstall()
+        del config.stash[_INSTALLED]
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
         return
@@ -165,9 +233,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _jitwrap.release()
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     recorder = config.stash.get(_RECORDER, None)
-    return f"typecheck-guard: {recorder.mode}" if recorder is not None else None
+    lines = [f"typecheck-guard: {recorder.mode}"] if recorder is not None else []
+    if _INSTALLED in config.stash:
+        lines.append("typecheck-guard: install() before collection")
+    return lines
 
 
 def _phase(item: pytest.Item) -> Any:

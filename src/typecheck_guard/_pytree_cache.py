@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
@@ -432,7 +433,7 @@ class _Restore:
         return f"<typecheck_guard.cache_pytree_checks: previous enabled={self._previous[0]}>"
 
 
-def cache_pytree_checks(enabled: bool = True) -> _Restore:
+def cache_pytree_checks(enabled: bool = True) -> AbstractContextManager[None]:
     """Turn the cache of `PyTree[...]` checks on or off, for the whole process.
 
     `typecheck_guard.install()` turns it on (unless given `pytree_cache=False`);

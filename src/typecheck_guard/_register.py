@@ -7,11 +7,10 @@ from __future__ import annotations
 import dataclasses
 import functools as ft
 import sys
-import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar, overload
 
+from ._adaptable import dataclass_refusal
 from ._codegen import Restore, generate_dataclass_functions
 from ._errors import (
     ALREADY_ADAPTED_FIX,
@@ -22,31 +21,25 @@ from ._errors import (
     NO_RESTORE,
     NOT_A_CLASS,
     NOT_A_DATACLASS,
+    NOT_NAMES,
     ONE_OF_FIELDS,
     OVERLAP,
     UNKNOWN_DROP,
 )
+from ._routes import (
+    FLAX_STRUCT,
+    adapted_how as adapted_how,
+    lock as _lock,
+    mark_adapted,
+    mark_refused,
+    record_route,
+    refused_why as refused_why,
+    registration_of,
+)
 
-__all__ = ["register_dataclass"]
+__all__ = ["adapted_how", "refused_why", "register_dataclass"]
 
 _T = TypeVar("_T", bound=type)
-
-# class -> how it was adapted ("register_dataclass", "flax.struct", "chex", ...).
-# Weak: we must not be the reason a class stays alive (JAX's registry may be).
-_adapted: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
-# class -> why install() left it to JAX's own registration.
-_refused: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
-# Registration with JAX is a check-then-act on a shared registry.
-_lock = threading.RLock()
-
-
-def adapted_how(cls: type) -> str | None:
-    """How typecheck_guard registered `cls`, or `None` if it did not."""
-    return _adapted.get(cls)
-
-
-def refused_why(cls: type) -> str | None:
-    return _refused.get(cls)
 
 
 class Plan(NamedTuple):
@@ -54,10 +47,43 @@ class Plan(NamedTuple):
     meta_fields: tuple[str, ...]
     restore: dict[str, Restore]
     missing_default: tuple[tuple[str, str], ...]  # (field name, why not flattened)
+    order: tuple[str, ...]  # the dataclass field order, which __init__ writes in
 
 
 def _plural(names: set[str]) -> tuple[str, str]:
     return ", ".join(sorted(map(repr, names))), ("are" if len(names) > 1 else "is")
+
+
+def _slotted(cls: type) -> bool:
+    """Whether the dataclass that generated `cls.__init__` was made with
+    `slots=True` (Python 3.12+ records it; before, such a class has `__slots__`)."""
+    owner = next((k for k in cls.__mro__ if "__init__" in vars(k)), cls)
+    params = vars(owner).get("__dataclass_params__")
+    return getattr(params, "slots", "__slots__" in vars(owner))
+
+
+def _names(cls: str, arg: str, value: Any) -> tuple[str, ...]:
+    """`value` as a tuple of field names, or a message naming `cls` and `arg`."""
+    if isinstance(value, str):
+        raise TypeError(
+            NOT_NAMES.format(
+                cls=cls, arg=arg, got=f"the string {value!r}", fix=f"{arg}=[{value!r}]"
+            )
+        )
+    try:
+        names = tuple(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(
+            NOT_NAMES.format(
+                cls=cls,
+                arg=arg,
+                got=f"{value!r} of type {type(value).__name__}",
+                fix=f"{arg}=['x', 'y']",
+            )
+        ) from None
+    return names
 
 
 def plan(
@@ -88,16 +114,9 @@ def plan(
         fields = dataclasses.fields(cls)
         data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
         meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
-    for arg, value in (("data_fields", data_fields), ("meta_fields", meta_fields)):
-        if isinstance(value, str):
-            raise TypeError(
-                f"typecheck_guard.register_dataclass({name}): {arg} must be a "
-                f"sequence of field names, got the string {value!r}. Write "
-                f"{arg}=[{value!r}]."
-            )
-    data_fields = tuple(data_fields)
-    meta_fields = tuple(meta_fields)
-    drop_fields = tuple(drop_fields)
+    data_fields = _names(name, "data_fields", data_fields)
+    meta_fields = _names(name, "meta_fields", meta_fields)
+    drop_fields = _names(name, "drop_fields", drop_fields)
     restore: dict[str, Restore] = {}
     missing: list[tuple[str, str]] = []
     if dataclasses.is_dataclass(cls):
@@ -138,11 +157,18 @@ def plan(
                         "to its default."
                     )
             raise ValueError(FIELD_MISMATCH.format(cls=name, details=details))
+        slotted = _slotted(cls)
         for field_name, f in fields.items():
             if field_name in listed:
                 continue
             why = "init=False" if not f.init else "in drop_fields"
             if f.default is not dataclasses.MISSING:
+                if not f.init and not slotted:
+                    # The generated `__init__` of a class without slots leaves such a
+                    # field unset: the class attribute holds its default
+                    # (`dataclasses._field_init`). So do we, or `vars()` would
+                    # differ from JAX's unflatten.
+                    continue
                 restore[field_name] = Restore(value=f.default)
             elif f.default_factory is not dataclasses.MISSING:
                 restore[field_name] = Restore(factory=f.default_factory)
@@ -151,25 +177,26 @@ def plan(
     if overlap := set(data_fields) & set(meta_fields):
         names, verb = _plural(overlap)
         raise ValueError(OVERLAP.format(cls=name, names=names, verb=verb))
-    return Plan(data_fields, meta_fields, restore, tuple(missing))
+    order = (
+        tuple(f.name for f in dataclasses.fields(cls))
+        if dataclasses.is_dataclass(cls)
+        else (*data_fields, *meta_fields)
+    )
+    return Plan(data_fields, meta_fields, restore, tuple(missing), order)
 
 
 def _already_registered(cls: type) -> str:
     """The message for registering `cls` twice: who registered it, and what to do."""
-    from ._inspect import registration_of
     from ._jaxcompat import registry
+    from ._routes import is_dataclass_entry
 
     how = adapted_how(cls)
     if how is not None:
         by, fix = f"by {how}", ALREADY_ADAPTED_FIX
     else:
-        registration = registration_of(cls, registry().get(cls))
-        by = f"by {registration}"
-        fix = (
-            ALREADY_DATACLASS_FIX
-            if registration == "jax.tree_util.register_dataclass"
-            else ALREADY_OTHER_FIX
-        )
+        entry = registry().get(cls)
+        by = f"by {registration_of(cls, entry)}"
+        fix = ALREADY_DATACLASS_FIX if is_dataclass_entry(entry) else ALREADY_OTHER_FIX
     return ALREADY_REGISTERED.format(cls=cls.__qualname__, by=by, fix=fix)
 
 
@@ -182,11 +209,13 @@ def adapt(cls: type, p: Plan, how: str) -> None:
     with _lock:
         if cls in registry():
             raise ValueError(_already_registered(cls))
-        fns = generate_dataclass_functions(cls, p.data_fields, p.meta_fields, p.restore)
+        fns = generate_dataclass_functions(
+            cls, p.data_fields, p.meta_fields, p.restore, p.order
+        )
         register_pytree_with_keys(
             cls, fns.flatten_with_keys, fns.unflatten, flatten_func=fns.flatten
         )
-        _adapted[cls] = how
+        mark_adapted(cls, how)
 
 
 @overload
@@ -222,9 +251,17 @@ def register_dataclass(
     instance with `object.__new__` and sets the fields directly, so a typechecked
     `__init__` (or `__post_init__`) is not run again after every jitted call.
 
-    Fields that are not flattened (`drop_fields`, `init=False`) are set to their
-    default on unflatten. `__post_init__` is not called on unflatten: the values
-    being restored are those of an object that was already constructed (or traced).
+    Fields that are not flattened (`drop_fields`, `init=False`) are set as the
+    dataclass-generated `__init__` sets them (their default or `default_factory()`),
+    and fields are written in field order. `__post_init__` is not called on
+    unflatten: the values being restored are those of an object that was already
+    constructed (or traced).
+
+    Calling this is your opt-in to `__new__` semantics for `nodetype`, whatever its
+    `__init__`, `__post_init__` or `__new__` do. `typecheck_guard.install()` is
+    stricter: it adapts a class only when this builds exactly what JAX's own
+    `cls(**fields)` builds, and leaves every other class to JAX (see
+    `typecheck_guard.unadapted()`).
 
     **Arguments:**
 
@@ -265,53 +302,22 @@ def register_dataclass(
     return nodetype
 
 
-def _innermost(fn: Any) -> Any:
-    while getattr(fn, "__wrapped__", None) is not None:
-        fn = fn.__wrapped__
-    return fn
-
-
-def _stored_attributes(fn: Any) -> tuple[set[str], bool]:
-    """The attribute names `fn` stores with `obj.name = ...`, and whether it also sets
-    attributes in ways we can't name (`setattr`, `object.__setattr__`, `__dict__`)."""
-    import dis
-
-    code = getattr(_innermost(fn), "__code__", None)
-    if code is None:
-        return set(), False
-    stored = {
-        ins.argval for ins in dis.get_instructions(code) if ins.opname == "STORE_ATTR"
-    }
-    opaque = bool({"__setattr__", "setattr", "__dict__"} & set(code.co_names))
-    return stored, opaque
-
-
-def derives_state(cls: type, registered: set[str]) -> str | None:
-    """Why unflattening `cls` through `__new__` could lose state, or `None`.
-
-    JAX's own unflatten calls `cls(**fields)`, which runs `__init__` and, for a
-    dataclass, `__post_init__`. If either sets attributes other than the registered
-    fields, that state is rebuilt by JAX and would be lost by us, so `install()`
-    leaves such classes to JAX. This reads the methods' bytecode: a helper function
-    that sets attributes on the instance's behalf is not seen.
-    """
-    methods = ["__post_init__"]
-    if not dataclasses.is_dataclass(cls):
-        methods.insert(0, "__init__")
-    for name in methods:
-        fn = getattr(cls, name, None)
-        if fn is None or fn is object.__init__:
-            continue
-        stored, opaque = _stored_attributes(fn)
-        extra = stored - registered
-        if opaque or extra:
-            what = ", ".join(sorted(extra)) if extra and not opaque else "attributes"
-            return f"its {name} sets {what}, which JAX rebuilds by calling it"
-    return None
+def _once(value: Any) -> Any:
+    """`value` as a tuple when it is an iterable of names, else unchanged."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value
 
 
 def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
-    """The function `install()` puts in place of `jax.tree_util.register_dataclass`."""
+    """The function `install()` puts in place of `jax.tree_util.register_dataclass`.
+
+    It adapts a class only when `_adaptable.dataclass_refusal` finds no reason not
+    to; every other class gets JAX's own registration, with the reason recorded.
+    """
 
     @ft.wraps(original)
     def register_dataclass(
@@ -321,35 +327,34 @@ def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
         drop_fields: Sequence[str] = (),
     ) -> Any:
         __tracebackhide__ = True
+        # Who called us names the route in `unadapted()`, `scan` and our messages.
+        caller = sys._getframe(1).f_globals.get("__name__")
+        route = FLAX_STRUCT if caller == "flax.struct" else how
+        # An iterator read once by us would reach JAX empty.
+        data_fields, meta_fields, drop_fields = map(
+            _once, (data_fields, meta_fields, drop_fields)
+        )
         try:
             p = plan(nodetype, data_fields, meta_fields, drop_fields)
         except (TypeError, ValueError):
-            # Let JAX raise exactly the error it raised before install().
+            p = None
+        if p is None:
+            # Let JAX raise exactly the error it raised before install(), alone
+            # (raised here, outside the `except`, it has no `__context__`).
             return original(nodetype, data_fields, meta_fields, drop_fields)
-        reason = None
-        if p.missing_default:
-            field_name, why = p.missing_default[0]
-            reason = (
-                f"field {field_name!r} ({why}) has no default; JAX rebuilds it by "
-                "calling __init__"
-            )
-        else:
-            reason = derives_state(
-                nodetype, {*p.data_fields, *p.meta_fields, *p.restore}
-            )
+        reason = dataclass_refusal(nodetype, p.missing_default)
         if reason is None:
             with _lock:
                 from ._jaxcompat import registry
 
                 if nodetype not in registry():
-                    # Who called us names the route in `scan` and error messages.
-                    caller = sys._getframe(1).f_globals.get("__name__")
-                    label = "flax.struct.dataclass" if caller == "flax.struct" else how
-                    adapt(nodetype, p, label)
+                    adapt(nodetype, p, route)
                     return nodetype
         out = original(nodetype, data_fields, meta_fields, drop_fields)
         if reason is not None:
-            _refused[nodetype] = reason
+            mark_refused(nodetype, route, reason)
+        else:
+            record_route(nodetype, route)
         return out
 
     register_dataclass.__typecheck_guard_original__ = original  # type: ignore[attr-defined]

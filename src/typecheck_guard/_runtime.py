@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from . import _detect
 from ._detect import Check
+from ._frames import register_dispatch
 
 __all__ = ["RuntimeTypecheckError", "runtime_checks"]
 
@@ -167,6 +168,9 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
         _sinks.remove(sink)
 
 
+# The frame that calls a jitted function's C++ dispatch: a constructor it reaches
+# directly is an unflatten of that call's inputs or outputs (`_frames.py`).
+@register_dispatch
 def watch(
     jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -194,21 +198,36 @@ def watch(
             raise
         _detect._window.reset(token)
     else:
-        if sys.getprofile() is not None:  # already watched, or another profiler runs
+        previous = sys.getprofile()
+        # Already watched, or another profiler runs; but `typecheck-guard profile`'s
+        # profile function takes our window alongside (`_profile._Thread.event`).
+        if previous is not None and not getattr(
+            previous, "__typecheck_guard_composes__", False
+        ):
             return call(*args, **kwargs)
         window = _detect.Window()
-        sys.setprofile(window.event)
+        sys.setprofile(
+            window.event if previous is None else _compose(previous, window.event)
+        )
         try:
             out = call(*args, **kwargs)
         except BaseException:
-            sys.setprofile(None)
+            sys.setprofile(previous)
             if window.checks:
                 _report(jitted, caller, window.checks, failed=True)
             raise
-        sys.setprofile(None)
+        sys.setprofile(previous)
     if window.checks:
         _report(jitted, caller, window.checks, failed=False)
     return out
+
+
+def _compose(first: Any, second: Any) -> Any:
+    def both(frame: Any, event: str, arg: Any) -> None:
+        first(frame, event, arg)
+        second(frame, event, arg)
+
+    return both
 
 
 def _report(jitted: Any, caller: Any, checks: Sequence[Check], failed: bool) -> None:

@@ -10,7 +10,6 @@ also shows third-party classes the user's modules pulled in. We never call
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import os
@@ -218,48 +217,18 @@ def import_all(
     return list(silent.values())
 
 
-def _label(record: UnadaptedClass) -> str:
-    cls = record.cls
-    if record.registration != "jax.tree_util.register_dataclass":
-        return record.registration
-    if "_flax_dataclass" in vars(cls):
-        for klass in cls.__mro__[1:]:
-            if (
-                klass.__module__.startswith("flax.training")
-                and klass.__name__ == "TrainState"
-            ):
-                return "flax.struct.PyTreeNode (a TrainState subclass)"
-        for klass in cls.__mro__[1:]:
-            if klass.__module__ == "flax.struct" and klass.__name__ == "PyTreeNode":
-                return "flax.struct.PyTreeNode subclass"
-        return "flax.struct.dataclass"
-    return record.registration
-
-
 def _install_would_adapt(record: UnadaptedClass) -> bool:
     """Whether `install()` would adapt this class, were it defined after it: the
-    questions `install()` itself asks (`_register.install_route`), on the class as
-    it is registered now."""
-    from ._register import derives_state, refused_why
+    rule `install()` itself follows (`_adaptable.py`), on the class as it is
+    registered now."""
+    from ._adaptable import would_refuse
+    from ._jaxcompat import registry
+    from ._routes import refused_why
 
     cls = record.cls
-    if record.registration == "chex.dataclass":
-        return True
-    if record.registration != "jax.tree_util.register_dataclass":
+    if refused_why(cls) is not None:
         return False
-    if refused_why(cls) is not None or not dataclasses.is_dataclass(cls):
-        return False
-    registered = set()
-    for f in dataclasses.fields(cls):
-        has_default = (
-            f.default is not dataclasses.MISSING
-            or f.default_factory is not dataclasses.MISSING
-        )
-        if not f.init and not has_default:
-            # JAX rebuilds it by calling __init__; install() leaves the class to JAX.
-            return False
-        registered.add(f.name)
-    return derives_state(cls, registered) is None
+    return would_refuse(cls, registry().get(cls)) is None
 
 
 def _unflatten_safe_covers(record: UnadaptedClass) -> bool:
@@ -407,7 +376,7 @@ def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
     found = Finding(
         record.cls.__qualname__,
         record.cls.__module__,
-        _label(record),
+        record.registration,
         checkers,
         record.checked,
         record.reason,

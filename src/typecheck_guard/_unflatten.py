@@ -1,31 +1,46 @@
 """`unflatten_safe`: skip the typecheck of a constructor reached through a pytree
 unflatten, for classes that `install()` could not adapt, and keep every other check.
 
-How it decides, per call of a guarded `__init__` / `__post_init__` (all O(1) except
-the last step, which is O(leaves)):
+How it decides, per call of a guarded `__init__` / `__post_init__`. Read it top down;
+the first row that matches decides. All rows are O(1) except the last, O(leaves).
 
-1. Outside `unflatten_safe` (the common case): run the checked method. One
-   `ContextVar.get()` of overhead.
-2. JAX is tracing: run the checked method. Constructions in traced code are checked
-   at trace time, as without us.
-3. The caller is a Python unflatten function of a registered class (recognised by
-   its code object), or, inside `unflatten_safe(jitted_fn)`, the wrapper itself or
-   JAX/Equinox/Flax code (no user code runs during a cache-hit jitted call): this is
-   an unflatten; run the method with its checker layers peeled off.
-4. Otherwise (JAX's C++ unflatten leaves no Python frame of its own, so it looks just
-   like a direct construction): look the arguments up in an exact verdict cache
-   (`_verdict.py`). A hit means a check on exactly this signature passed before; a
-   miss runs the check, and only a pass is remembered.
+| # | the call                                                     | verdict     |
+|---|--------------------------------------------------------------|-------------|
+| 1 | outside `unflatten_safe` (one `ContextVar.get()`)            | checked     |
+| 2 | inside a call already judged an unflatten (`__post_init__`   | unchecked   |
+|   | under an unflattened `__init__`)                             |             |
+| 3 | `cls(**fields)` with exactly the registered fields of a      | unflatten:  |
+|   | `register_dataclass` class, called by JAX's tree code or a   | unchecked   |
+|   | dispatch frame (`_frames.py`), tracing or not                |             |
+| 4 | called by the class's registered Python unflatten function,  | unflatten:  |
+|   | which JAX's tree code or a dispatch frame called             | unchecked   |
+| 5 | JAX is tracing                                               | checked     |
+| 6 | anything else: the verdict cache (`_verdict.py`), for        | checked on  |
+|   | classes whose annotations make the verdict a function of the | a miss, and |
+|   | key (treedef, leaf types, shapes, dtypes); others            | always      |
 
-We never walk the stack (`inspect.stack()` is O(depth) and slow); we only read the
-immediate caller's frame. State lives in a `ContextVar`, so threads and asyncio tasks
-are isolated, blocks nest, and a block that raises restores its parent state.
+Row 3 and 4 are what JAX does when it rebuilds a tree: `jax.tree.map`, `tree_unflatten`,
+`jax.eval_shape`, `grad`, `vmap`, `scan` and a jitted call's outputs, including trees of
+placeholders (`None`, `ShapeDtypeStruct`, `PartitionSpec`) that a typechecked
+`__init__` would reject. A construction written in user code, or in library code
+(`TrainState.create`, `dataclasses.replace`, a host callback), is never row 3 or 4:
+its caller is not JAX's tree code. A Python unflatten that the user calls directly
+(`Point.from_parts(...)`) is not row 4: its own caller is user code.
+
+JAX's C++ dispatch of a cached `jax.jit` call has no Python frame of its own: inside
+`unflatten_safe(jitted)` its caller is our wrapper (row 3/4); inside a `with` block it is
+the user's code (row 6, the verdict cache).
+
+We never walk the stack (`inspect.stack()` is O(depth) and slow); we read at most the
+caller and its caller. State lives in a `ContextVar`, so threads and asyncio tasks are
+isolated, blocks nest, and a block that raises restores its parent state.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools as ft
+import inspect
 import sys
 import threading
 import weakref
@@ -34,6 +49,7 @@ from typing import Any, NamedTuple, TypeVar, overload
 
 from ._checkers import peel
 from ._errors import NOT_CALLABLE
+from ._frames import register_dispatch
 from ._verdict import VerdictCache, signature
 
 __all__ = ["unflatten_safe"]
@@ -67,6 +83,9 @@ _dispatch = _Dispatch()
 
 # Code objects of Python unflatten functions of registered classes.
 _unflatten_codes: set[Any] = set()
+# class -> the keyword names JAX's C++ unflatten passes to `cls(**fields)`, for
+# classes registered with `jax.tree_util.register_dataclass`. Weak, as below.
+_fields: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
 # owner class -> names of the methods we guarded there, to undo our guards. Weak:
 # we must not be the reason a class stays alive (JAX's registry may be). The
 # original method is kept on the guard (`__typecheck_guard_original__`), which
@@ -76,40 +95,6 @@ _guards: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()
 # How many registry entries we have looked at; JAX's registry only grows.
 _seen = 0
 _lock = threading.RLock()
-_library_prefixes: tuple[str, ...] = ()
-_is_library: dict[Any, bool] = {}
-
-
-def _library_code(code: Any) -> bool:
-    try:
-        return _is_library[code]
-    except KeyError:
-        result = code.co_filename.startswith(_library_prefixes)
-        _is_library[code] = result
-        return result
-
-
-def _package_dirs() -> tuple[str, ...]:
-    import importlib.util
-    import os
-
-    dirs = []
-    # typecheck_guard itself: the runtime guard's wrapper around a jitted callable
-    # (`_jitwrap.Jitted`) is the last Python frame before JAX's C++ dispatch.
-    for name in (
-        "jax",
-        "jaxlib",
-        "equinox",
-        "flax",
-        "optax",
-        "chex",
-        "typecheck_guard",
-    ):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            for location in spec.submodule_search_locations:
-                dirs.append(os.path.join(location, ""))
-    return tuple(dirs)
 
 
 def _code_of(fn: Any) -> Any:
@@ -117,6 +102,25 @@ def _code_of(fn: Any) -> Any:
         fn = fn.func
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__code__", None)
+
+
+def _dataclass_fields(unflatten: Any) -> frozenset[str] | None:
+    """The keywords of `cls(**fields)` in JAX's `register_dataclass`: its Python
+    mirror of the unflatten closes over `data_fields` and `meta_fields`, the same
+    tuples it hands to the C++ node. `None` when we can't read them: then row 3 never
+    matches for that class, and its unflattens go to the verdict cache."""
+    code = getattr(unflatten, "__code__", None)
+    cells = getattr(unflatten, "__closure__", None)
+    if code is None or cells is None:
+        return None
+    try:
+        env = dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True))
+        names = (*env["data_fields"], *env["meta_fields"])
+    except (KeyError, ValueError, TypeError):
+        return None
+    if not all(isinstance(n, str) for n in names):
+        return None
+    return frozenset(names)
 
 
 def _outer_memo_probe(checked: Any) -> Callable[[], bool] | None:
@@ -132,7 +136,9 @@ def _outer_memo_probe(checked: Any) -> Callable[[], bool] | None:
 
 
 def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
+    from ._frames import NONE, kind
     from ._jaxcompat import make_is_tracing
+    from ._verdict import cacheable
 
     is_tracing = make_is_tracing()
     verdicts = VerdictCache()
@@ -141,10 +147,13 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     reset_state = _state.reset
     dispatch = _dispatch
     getframe = sys._getframe
-    dispatch_code = _GuardedCall.__call__.__code__
-    # `self` is not part of `__init__`'s verdict (it is an empty instance), but it is
-    # all of `__post_init__`'s.
-    drop_self = name == "__init__"
+    fields = _fields
+    # The class that owns the guarded method is almost always the one unflattened:
+    # its fields are looked up once, here, not per call.
+    own_fields = _fields.get(cls)
+    unflatten_codes = _unflatten_codes
+    # Row 3 is about `cls(**fields)`, which reaches `__init__` only.
+    is_init = name == "__init__"
     # A method whose outermost checker is jaxtyping's pushes a fresh shape memo, so its
     # verdict depends on its arguments only. Any other checker reading jaxtyping
     # annotations resolves dims against whatever memo an enclosing `@jaxtyped`
@@ -163,26 +172,42 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     def guard(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         state = get_state()
-        depth = dispatch.depth
         if state is None:
-            if not depth:
-                return checked(*args, **kwargs)
+            if not dispatch.depth:
+                return checked(*args, **kwargs)  # row 1
         elif state.skip:
-            return unchecked(*args, **kwargs)
-        if is_tracing():
-            return checked(*args, **kwargs)
-        code = getframe(1).f_code
-        if code in _unflatten_codes or (
-            depth and (code is dispatch_code or _library_code(code))
+            return unchecked(*args, **kwargs)  # row 2
+        caller = getframe(1)
+        code = caller.f_code
+        if code in unflatten_codes:
+            outer = caller.f_back
+            if outer is not None and kind(outer.f_code) is not NONE:
+                return run_unchecked(state, args, kwargs)  # row 4
+        elif (
+            is_init
+            and len(args) == 1
+            and kind(code) is not NONE
+            and kwargs.keys()
+            == (own_fields if type(args[0]) is cls else fields.get(type(args[0])))
         ):
-            return run_unchecked(state, args, kwargs)
-        key = (
-            None
-            if outer_memo_active is not None and outer_memo_active()
-            else signature(args[1:] if drop_self else args, kwargs)
-        )
+            return run_unchecked(state, args, kwargs)  # row 3
+        if is_tracing():
+            return checked(*args, **kwargs)  # row 5
+        # Row 6. `self` is not part of `__init__`'s arguments (it is an empty
+        # instance), but its class is: a subclass inheriting this `__init__` may
+        # check other annotations. It is all of `__post_init__`'s arguments.
+        owner = type(args[0]) if args else None
+        if (
+            owner is None
+            or not cacheable(owner)
+            or (outer_memo_active is not None and outer_memo_active())
+        ):
+            return checked(*args, **kwargs)
+        key = signature(args[1:] if is_init else args, kwargs)
         if key is None:
             return checked(*args, **kwargs)
+        if is_init:
+            key = (owner, key)
         if key in verdicts:
             return run_unchecked(state, args, kwargs)
         out = checked(*args, **kwargs)
@@ -225,7 +250,7 @@ _registry: dict[type, Any] | None = None
 
 def _sync() -> None:
     """Guard the classes registered since we last looked. O(1) when none were."""
-    global _seen, _library_prefixes, _registry
+    global _seen, _registry
     reg = _registry
     if reg is None:
         from ._jaxcompat import registry
@@ -235,25 +260,35 @@ def _sync() -> None:
         return
     from ._inspect import calls_on_unflatten, describe
     from ._jaxcompat import registry_items
+    from ._verdict import cacheable
 
     with _lock:
-        if not _library_prefixes:
-            _library_prefixes = _package_dirs()
-            try:
-                from chex._src import dataclass as chex_dataclass
+        try:
+            from chex._src import dataclass as chex_dataclass
 
-                _unflatten_codes.add(chex_dataclass._dataclass_unflatten.__code__)
-            except ImportError:
-                pass
+            _unflatten_codes.add(chex_dataclass._dataclass_unflatten.__code__)
+        except ImportError:
+            pass
         items = registry_items()
         for cls, entry in items[_seen:]:
             record = describe(cls, entry)
             if record is None:
                 continue
-            code = _code_of(getattr(entry, "from_iter", None))
-            if code is not None:
-                _unflatten_codes.add(code)
+            unflatten = getattr(entry, "from_iter", None)
+            if getattr(unflatten, "__module__", None) == "jax._src.tree_util":
+                # `jax.tree_util.register_dataclass` (directly, or through
+                # flax.struct): JAX's C++ node calls `cls(**fields)`.
+                names = _dataclass_fields(unflatten)
+                if names is not None:
+                    _fields[cls] = names
+            else:
+                code = _code_of(unflatten)
+                if code is not None:
+                    _unflatten_codes.add(code)
             _guard_class(cls, calls_on_unflatten(record.registration))
+            # Decide now, at block entry, what the verdict cache may serve for this
+            # class, rather than during the first dispatch.
+            cacheable(cls)
         _seen = len(items)
 
 
@@ -272,6 +307,7 @@ def unguard_all() -> None:
                     setattr(owner, name, original)
         _guards.clear()
         _unflatten_codes.clear()
+        _fields.clear()
         _seen = 0
 
 
@@ -315,6 +351,7 @@ class _GuardedCall:
         self.__wrapped__ = fn
         ft.update_wrapper(self, fn, updated=())
 
+    @register_dispatch
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         if _registry is None or len(_registry) != _seen:
@@ -360,18 +397,26 @@ def unflatten_safe(fn: Any = None, /) -> Any:
     third-party classes). Direct constructions are still checked, and constructions
     in traced code are still checked at trace time.
 
+    A construction counts as an unflatten only when JAX's own tree code (or a
+    jitted call's dispatch) calls the class exactly as its registered unflatten does:
+    `jax.tree.map`, `tree_unflatten`, `jax.eval_shape`, `grad`, `scan`, a jitted
+    call's outputs, whether JAX is tracing or not (so trees of placeholders such as
+    `jax.tree.map(lambda _: None, state)` work). A construction in your code or in a
+    library's (`TrainState.create`, `.replace(...)`, a host callback) is checked.
+
     Three forms, one object:
 
     - `typecheck_guard.unflatten_safe(jitted_fn)` wraps a `jax.jit` /
-        `equinox.filter_jit` / `jax.pmap` callable: during a call, a constructor that
-        JAX reaches while not tracing is an unflatten of inputs or outputs, and is
-        not checked (O(1) per object).
+        `equinox.filter_jit` / `jax.pmap` callable: the unflattens of its inputs and
+        outputs at dispatch are not checked (O(1) per object).
     - `with typecheck_guard.unflatten_safe(): ...` covers every unflatten in the
-        block: Python unflatten functions are recognised by their code objects, and
-        JAX's C++ unflatten by an exact verdict cache (the check runs once per
-        distinct signature of treedef and leaf types/shapes/dtypes).
-    - `@typecheck_guard.unflatten_safe` on a plain function runs its body as in the
-        `with` form.
+        block. A cached jitted call made in the block (no wrapper) unflattens its
+        outputs from C++, which looks like a construction in your code: those go to
+        an exact verdict cache, and the check runs once per distinct signature
+        (treedef and leaf types, shapes, dtypes) for classes whose annotations the
+        key decides, and every time for the others (value validators, containers).
+    - `@typecheck_guard.unflatten_safe` on a function runs its body as in the
+        `with` form; on a generator or an `async def`, every resumption of its body.
 
     State is per thread and per asyncio task, blocks nest, and leaving a block by an
     exception restores the enclosing state.
@@ -398,6 +443,12 @@ def unflatten_safe(fn: Any = None, /) -> Any:
         raise TypeError(NOT_CALLABLE.format(obj=fn, type=type(fn).__name__))
     if _is_jitted(fn):
         return _GuardedCall(fn)
+    if inspect.isasyncgenfunction(fn):
+        return _async_generator(fn)
+    if inspect.isgeneratorfunction(fn):
+        return _generator(fn)
+    if inspect.iscoroutinefunction(fn):
+        return _coroutine(fn)
 
     @ft.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -408,5 +459,95 @@ def unflatten_safe(fn: Any = None, /) -> Any:
             return fn(*args, **kwargs)
         finally:
             _exit()
+
+    return wrapper
+
+
+# A generator's body runs in pieces, each time it is resumed, in whatever context the
+# consumer resumes it from; a block around *creating* it would cover none of them.
+# So we resume it ourselves, inside the block, one step at a time, and leave the
+# block at every `yield`: the consumer's code between two items is not covered.
+
+
+def _generator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @ft.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        _sync()
+        _enter()
+        try:
+            gen = fn(*args, **kwargs)
+        finally:
+            _exit()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            _enter()
+            try:
+                item = gen.send(sent) if thrown is None else gen.throw(thrown)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                _exit()
+            thrown = None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                _enter()
+                try:
+                    gen.close()
+                finally:
+                    _exit()
+                raise
+            except BaseException as e:  # `.throw()` from the consumer
+                thrown, sent = e, None
+
+    return wrapper
+
+
+def _coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # A coroutine is resumed by its own task's event loop, in that task's context: a
+    # block entered inside it stays with it across `await`s and no other task sees it.
+    @ft.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        _sync()
+        _enter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            _exit()
+
+    return wrapper
+
+
+def _async_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @ft.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        _sync()
+        gen = fn(*args, **kwargs)
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            _enter()
+            try:
+                item = await (gen.asend(sent) if thrown is None else gen.athrow(thrown))
+            except StopAsyncIteration:
+                return
+            finally:
+                _exit()
+            thrown = None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                _enter()
+                try:
+                    await gen.aclose()
+                finally:
+                    _exit()
+                raise
+            except BaseException as e:
+                thrown, sent = e, None
 
     return wrapper

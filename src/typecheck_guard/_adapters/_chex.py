@@ -1,5 +1,5 @@
-"""Patch chex so that `chex.dataclass` classes registered from now on unflatten
-without calling `__post_init__`.
+"""Patch chex so that `chex.dataclass` classes registered from now on whose
+`__post_init__` only checks unflatten without calling it.
 
 chex already unflattens through `__new__`, but then calls `__post_init__` on every
 unflatten (`chex/_src/dataclass.py`, `_dataclass_unflatten`), and a typechecked
@@ -7,7 +7,10 @@ unflatten (`chex/_src/dataclass.py`, `_dataclass_unflatten`), and a typechecked
 `register_dataclass_type_with_jax_tree_util`, which chex looks up at call time from
 `dataclass.__call__`, `__init__` and `__setstate__`, with one that registers the
 same flatten (sorted `__dict__`, `GetAttrKey` paths: keypaths and treedefs are
-unchanged) and a generated unflatten that restores the whole `__dict__` and stops.
+unchanged) and a generated unflatten that does what chex's does, less the call of
+`__post_init__`. That is exact only when `__post_init__`'s own body is empty under
+its typechecker wrappers (`_adaptable.py`): any other class keeps chex's own
+registration, and `unadapted()` lists it with the reason.
 
 If chex is not imported yet, a meta-path finder patches `chex._src.dataclass` right
 after it is executed (the design of typeguard's `_importhook.py`).
@@ -39,11 +42,12 @@ def _flatten(node: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
     return ((), ())
 
 
-def _make_register(module: Any) -> Any:
+def _make_register(module: Any, original: Any) -> Any:
     from jax._src.tree_util import register_pytree_with_keys
 
+    from .._adaptable import chex_refusal
     from .._jaxcompat import registry
-    from .._register import _adapted, _lock
+    from .._routes import CHEX, lock, mark_adapted, mark_refused
 
     flatten_with_path = module._flatten_with_path
     # chex caches its registration function with `functools.cache`, because it runs
@@ -55,8 +59,13 @@ def _make_register(module: Any) -> Any:
         """typecheck_guard's replacement for chex's registration function."""
         if data_class in seen:
             return
-        with _lock:
-            if data_class in registry():
+        with lock:
+            reason = chex_refusal(data_class)
+            if reason is not None:
+                # chex's own registration, unflatten and all.
+                original(data_class)
+                mark_refused(data_class, CHEX, reason)
+            elif data_class in registry():
                 _logger.info("%s is already registered as JAX PyTree node.", data_class)
             else:
                 register_pytree_with_keys(
@@ -65,7 +74,7 @@ def _make_register(module: Any) -> Any:
                     flatten_func=_flatten,
                     unflatten_func=generate_dict_unflatten(data_class),
                 )
-                _adapted[data_class] = "chex.dataclass"
+                mark_adapted(data_class, CHEX)
             # Only once registered: another thread that finds it here goes on to
             # flatten it.
             seen.add(data_class)
@@ -101,7 +110,7 @@ def _check_shape(module: Any) -> None:
 def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
     _check_shape(module)
     original = module.register_dataclass_type_with_jax_tree_util
-    module.register_dataclass_type_with_jax_tree_util = _make_register(module)
+    module.register_dataclass_type_with_jax_tree_util = _make_register(module, original)
     stack.callback(
         setattr, module, "register_dataclass_type_with_jax_tree_util", original
     )

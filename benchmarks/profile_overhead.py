@@ -1,0 +1,154 @@
+"""What `typecheck-guard profile` adds to a program, and how close its reported check
+time is to the time the checks really take.
+
+Two workloads of `typecheck-guard bench`: S0 (a jitted step returning a jaxtyped
+`flax.struct` whose `PyTree[Float[Array, "..."]]` field holds 200 arrays: one check
+per call, at dispatch) and an eager call of a jaxtyped function with a 200-leaf
+`PyTree[...]` argument. Per round, interleaved in one process (A, B, C, A, B, C, ...):
+
+- A: the workload, checks on, not profiled;
+- B: the same, inside a running `typecheck_guard.profile()`;
+- C: the same with `jaxtyping_disable=True` (no check runs; for the third workload,
+  a function checked by the checker alone, it does not switch the check off, so
+  "on - off" reads as the whole call).
+
+We report the medians of the per-round ratios B / A (the profiler's overhead) and
+(reported check time per call) / (A - C) (how far the report is from "checks on
+minus checks off"). The step is made while the profiler's factory patches are on, as
+under `typecheck-guard profile`, for A and B alike.
+
+    python benchmarks/profile_overhead.py [--rounds 15] [--calls 20] [--leaves 200]
+        [--checker beartype|typeguard]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+from typing import Any
+
+import typecheck_guard
+from typecheck_guard._bench._measure import jaxtyping_disabled
+from typecheck_guard._bench._scenarios import (
+    PRESETS,
+    _eager_prepare,
+    load_checker,
+    s0_prepare,
+)
+
+
+def _time(run: Any, n: int, *, disabled: bool = False, prof: Any = None) -> float:
+    with jaxtyping_disabled(disabled):
+        gc.disable()
+        try:
+            if prof is not None:
+                prof.start()
+            start = time.perf_counter()
+            run(n)
+            elapsed = time.perf_counter() - start
+            if prof is not None:
+                prof.stop()
+            return elapsed
+        finally:
+            gc.enable()
+
+
+def measure(
+    run: Any, rounds: int, calls: int, switchable: bool = True
+) -> dict[str, float]:
+    for _ in range(2):  # trace, compile, first checks
+        _time(run, 1)
+        _time(run, 1, disabled=True)
+        with typecheck_guard.profile():
+            run(1)
+    overhead, accuracy, per_a, per_b, per_c, reported = [], [], [], [], [], []
+    for _ in range(rounds):
+        a = _time(run, calls) / calls
+        prof = typecheck_guard.profile()
+        b = _time(run, calls, prof=prof) / calls
+        c = _time(run, calls, disabled=True) / calls
+        checks = prof.check_seconds / calls
+        overhead.append(b / a)
+        accuracy.append(checks / (a - c) if switchable and a > c else float("nan"))
+        per_a.append(a)
+        per_b.append(b)
+        per_c.append(c)
+        reported.append(checks)
+    return {
+        "overhead": statistics.median(overhead),
+        "accuracy": statistics.median(accuracy),
+        "unprofiled_s": statistics.median(per_a),
+        "profiled_s": statistics.median(per_b),
+        "disabled_s": statistics.median(per_c),
+        "reported_s": statistics.median(reported),
+    }
+
+
+def _checker_alone(checker: Any, leaves: int) -> Any:
+    """The eager call, checked by the checker alone (no `@jaxtyped` around it): on
+    Python 3.11 the profiler then watches every call inside the check (the fast path
+    is jaxtyping's, see `typecheck_guard/_profile.py`)."""
+    import jax.numpy as jnp
+    from jaxtyping import Array, Float, PyTree
+
+    def evaluate(params: PyTree[Float[Array, "..."]]) -> None:
+        pass
+
+    evaluate = checker(evaluate)
+    params = {f"w{i:05d}": jnp.full((16,), 1.0) for i in range(leaves)}
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            evaluate(params)
+
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--leaves", type=int, default=200)
+    parser.add_argument("--checker", default="beartype")
+    options = parser.parse_args()
+
+    import jax
+
+    checker = load_checker(options.checker)
+    with typecheck_guard.profile():  # the step is made under the factory patches
+        s0 = s0_prepare(checker, options.leaves).make("none")
+    preset = PRESETS["quick"]._replace(eager_leaves=options.leaves)
+    eager = _eager_prepare(checker, preset).baseline
+    backend = "sys.monitoring" if sys.version_info >= (3, 12) else "sys.setprofile"
+    print(
+        f"Python {platform.python_version()} ({backend}), jax {jax.__version__}, "
+        f"{options.checker}, {options.leaves} leaves; median of {options.rounds} "
+        f"interleaved rounds x {options.calls} calls"
+    )
+    print(
+        f"{'workload':28} {'unprofiled':>11} {'profiled':>11} {'overhead':>9} "
+        f"{'on - off':>10} {'reported':>10} {'reported / (on - off)':>22}"
+    )
+    for name, run, switchable in (
+        ("S0 step (dispatch check)", s0, True),
+        ("eager PyTree call", eager, True),
+        ("eager, checker alone", _checker_alone(checker, options.leaves), False),
+    ):
+        m = measure(run, options.rounds, options.calls, switchable)
+        print(
+            f"{name:28} {m['unprofiled_s'] * 1e3:9.3f}ms {m['profiled_s'] * 1e3:9.3f}ms "
+            f"{m['overhead']:8.2f}x "
+            f"{(m['unprofiled_s'] - m['disabled_s']) * 1e3:8.3f}ms "
+            f"{m['reported_s'] * 1e3:8.3f}ms "
+            + (f"{m['accuracy']:21.2f}x" if switchable else f"{'-':>22}")
+        )
+    typecheck_guard.uninstall()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Which Python frames are JAX rebuilding a tree: the one fact `unflatten_safe` needs
+to call a construction an unflatten.
+
+JAX's C++ unflatten leaves no Python frame of its own: a constructor it calls sees,
+as its caller, the last Python frame before C++. We found (and test) that JAX's own
+Python code reaches that C++ unflatten almost only through the functions of one
+module, `jax._src.tree_util` (`tree_unflatten`, `tree_map`, `tree_map_with_path`,
+`unflatten` of its tree-with-values helpers, the Python mirror of a dataclass
+node's unflatten, ...): `jax.eval_shape`, `jit`'s first call, `grad`, `vmap`,
+`scan`, `device_put`, Flax NNX's and Equinox's partitioning all go through them.
+
+Two kinds of frame count:
+
+- `TREE`: a named function of `jax._src.tree_util`. Its generator expressions and
+  lambdas are left out (`tree_map` calls the function you pass from its generator
+  expression: `jax.tree.map(MyClass, xs)` is a construction), and so are the two
+  functions of that module that call a function you pass from their own frame,
+  `tree_reduce` and the `__call__` of its hashable-callable shim.
+- `DISPATCH`: a frame that calls a jitted function's C++ dispatch and nothing else
+  of the user's: our `unflatten_safe(jitted)` wrapper and the runtime guard's
+  (registered with `register_dispatch`), Equinox's `filter_jit` call path
+  (`equinox._jit._call`), Flax NNX's (`flax.nnx.transforms.compilation.JitWrapped
+  .__call__`) and, from jax 0.9 on, `jax.pmap`'s Python wrapper (`jax._src.pmap`'s
+  `wrapped`). None of them calls user code: they prepare arguments and call the
+  jitted function, and the user's function runs deeper, while tracing.
+
+We rejected reading the caller's bytecode to see which call it is making: it is
+clever, version-specific and misses indirections. A frame is classified once per
+code object and remembered.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import CodeType
+from typing import Any, Final
+
+__all__ = ["DISPATCH", "NONE", "TREE", "kind", "register_dispatch"]
+
+NONE: Final = 0
+TREE: Final = 1
+DISPATCH: Final = 2
+
+# tree_util functions that call a function the user passed from their own frame.
+_CALLS_USER_CODE: Final = frozenset({"tree_reduce", "__call__"})
+# Library functions that only dispatch a jitted call, found by identity once their
+# module is imported: (module, attribute path).
+_LIBRARY_DISPATCH: Final = (
+    ("equinox._jit", "_call"),
+    ("flax.nnx.transforms.compilation", "JitWrapped.__call__"),
+)
+# A closure has no attribute path: `jax.pmap`'s wrapper, by (file, function name).
+_PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
+
+_dispatch_codes: set[CodeType] = set()
+_kinds: dict[CodeType, int] = {}
+_tree_util_file: str | None = None
+
+
+def register_dispatch(fn: Any) -> Any:
+    """Mark `fn`'s frame as a dispatch frame (used as a decorator by our wrappers
+    around jitted callables)."""
+    _dispatch_codes.add(fn.__code__)
+    _kinds.pop(fn.__code__, None)
+    return fn
+
+
+def _tree_util() -> str:
+    global _tree_util_file
+    if _tree_util_file is None:
+        from jax._src import tree_util
+
+        _tree_util_file = tree_util.__file__
+    return _tree_util_file
+
+
+def _classify(code: CodeType) -> int:
+    if code in _dispatch_codes:
+        return DISPATCH
+    filename = code.co_filename
+    name = code.co_name
+    if filename == _tree_util():
+        if name.startswith("<") or name in _CALLS_USER_CODE:
+            return NONE
+        return TREE
+    if name == _PMAP[1] and filename.endswith(_PMAP[0]):
+        return DISPATCH
+    for module, path in _LIBRARY_DISPATCH:
+        obj: Any = sys.modules.get(module)
+        for attribute in path.split("."):
+            obj = getattr(obj, attribute, None)
+        if getattr(obj, "__code__", None) is code:
+            return DISPATCH
+    return NONE
+
+
+def kind(code: CodeType) -> int:
+    """`TREE`, `DISPATCH` or `NONE` for the code object of a caller frame."""
+    try:
+        return _kinds[code]
+    except KeyError:
+        result = _kinds[code] = _classify(code)
+        return result
