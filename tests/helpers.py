@@ -12,16 +12,28 @@ from jaxtyping import Array, Float, jaxtyped
 from typecheck_guard import _versions
 
 
+def _too_old(package: str, version: str) -> tuple[bool, str]:
+    found = _versions.installed(package)
+    too_old = found is not None and _versions.parse(found) < _versions.parse(version)
+    return too_old, f"needs {package} >= {version}; found {found}"
+
+
 def requires(package: str, version: str, why: str) -> Any:
     """Skip a test on releases of `package` older than `version`: for tests of a
     library feature newer than our floor, which the product does not need."""
     import pytest
 
-    found = _versions.installed(package)
-    too_old = found is not None and _versions.parse(found) < _versions.parse(version)
-    return pytest.mark.skipif(
-        too_old, reason=f"needs {package} >= {version} ({why}); found {found}"
-    )
+    too_old, needs = _too_old(package, version)
+    return pytest.mark.skipif(too_old, reason=f"{needs} ({why})")
+
+
+def require(package: str, version: str, why: str) -> None:
+    """`requires`, inside a test: for one parametrization of it."""
+    import pytest
+
+    too_old, needs = _too_old(package, version)
+    if too_old:
+        pytest.skip(f"{needs} ({why})")
 
 
 def run_cached(step: Any, state: Any, n: int = 20) -> Any:

@@ -14,7 +14,7 @@ import pytest
 from jaxtyping import install_import_hook
 
 import typecheck_guard
-from helpers import count_beartype_calls, counted_beartype, run_cached
+from helpers import count_beartype_calls, counted_beartype, requires, run_cached
 
 SOURCE = textwrap.dedent(
     """
@@ -211,6 +211,12 @@ def _hooked_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_hooked=HOOKED_TESTS)
 
 
+@requires(
+    "jaxtyping",
+    "0.3.0",
+    "with older jaxtyping the option fails: 'jaxtyping cannot check these packages "
+    "because they are already imported'",
+)
 def test_jaxtyping_packages_option_with_install_option(pytester: pytest.Pytester):
     _hooked_project(pytester)
     result = pytester.runpytest_subprocess(
@@ -226,6 +232,12 @@ def test_jaxtyping_packages_option_with_install_option(pytester: pytest.Pytester
     )
 
 
+@requires(
+    "jaxtyping",
+    "0.3.0",
+    "with older jaxtyping the option fails: 'jaxtyping cannot check these packages "
+    "because they are already imported'",
+)
 def test_jaxtyping_packages_option_without_install(pytester: pytest.Pytester):
     # The hooked classes keep JAX's registration: every step is flagged, unless
     # the step is wrapped in unflatten_safe.

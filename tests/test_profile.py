@@ -6,8 +6,6 @@ The command runs in a fresh interpreter (it runs a program as `python` would); t
 programs are written for the test, with the checker given on their command line.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess
