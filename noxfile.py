@@ -86,9 +86,7 @@ def _tests(session: nox.Session) -> None:
 
 
 for _version in PYTHONS:
-    nox.session(
-        _tests, name=f"tests-{_version}", python=interpreter(_version), default=True
-    )
+    nox.session(name=f"tests-{_version}", python=interpreter(_version))(_tests)
 
 
 @nox.session(python=interpreter(OLDEST_PYTHON))

@@ -110,7 +110,10 @@ def install(*, pytree_cache: bool = True) -> None:
         # and one that can't work is left off: an old chex must not cost a user the
         # flax adapters. We report every problem at once, not the first one.
         wanted = {"pytree_cache": pytree_cache}
-        parts = {"jax": _jax.patch, "chex": _chex.patch}
+        parts: dict[str, Callable[[contextlib.ExitStack], None]] = {
+            "jax": _jax.patch,
+            "chex": _chex.patch,
+        }
         parts.update(
             (name, start) for name, start in _parts.items() if wanted.get(name, True)
         )
