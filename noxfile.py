@@ -1,25 +1,55 @@
-"""The test suite against the ends of the supported version range.
+"""The test suite on every Python we support, and at the ends of the version range.
 
-    nox -s newest       # the newest releases of everything (typeguard 2.13.3)
-    nox -s oldest       # the oldest supported release of each library
+    nox -s tests-3.10 tests-3.11 tests-3.12 tests-3.13
+                        # the newest releases pip resolves on each Python
+                        # (jax 0.12 and flax 0.12.12 need Python >= 3.12)
+    nox -s oldest       # the oldest supported release of each library, Python 3.10
     nox -s typeguard4   # the newest releases with typeguard 4.x: tests marked typeguard4
 
 The oldest versions are read from `typecheck_guard._versions.SUPPORTED`, the same
-table `install()` checks, so the range we claim is the range we test. Add `-r`
-(`--reuse-existing-virtualenvs`) to skip reinstalling on a second run.
+table each part of the package checks when it starts, so the range we claim is the
+range we test. Add `-r` (`--reuse-existing-virtualenvs`) to skip reinstalling on a
+second run.
+
+Interpreters: where pyenv is installed, `pyenv prefix 3.X` names them (pyenv's
+shims only run the versions selected in `pyenv global`/`local`); otherwise nox finds
+`python3.X` on PATH.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
+import shutil
+import subprocess
 
 import nox
 
-nox.options.sessions = ["newest", "oldest", "typeguard4"]
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+OLDEST_PYTHON = "3.10"  # the oldest Python: where the oldest releases all install
+TYPEGUARD4_PYTHON = "3.12"
+
+nox.options.sessions = [*(f"tests-{v}" for v in PYTHONS), "oldest", "typeguard4"]
 nox.options.error_on_missing_interpreters = True
 
 ROOT = pathlib.Path(__file__).parent
+
+
+@functools.cache
+def interpreter(version: str) -> str:
+    """A path to Python `version` from pyenv when it has one, else `version` (nox
+    then looks for `python{version}` on PATH)."""
+    pyenv = shutil.which("pyenv")
+    if pyenv is not None:
+        # `pyenv prefix 3.12` answers for the newest installed 3.12.x.
+        found = subprocess.run(
+            [pyenv, "prefix", version], capture_output=True, text=True, check=False
+        )
+        prefix = found.stdout.strip().splitlines()[-1:] if found.returncode == 0 else []
+        if prefix and (pathlib.Path(prefix[0]) / "bin" / "python").exists():
+            return str(pathlib.Path(prefix[0]) / "bin" / "python")
+    return version
 
 
 def supported() -> dict[str, tuple[str, str | None]]:
@@ -40,6 +70,8 @@ def oldest_pins() -> list[str]:
     pins = [f"{package}=={low}" for package, (low, _) in supported().items()]
     # jaxlib is released in lockstep with jax.
     pins.append(f"jaxlib=={supported()['jax'][0]}")
+    # numpy 1.x: the pins real projects still hold (jax 0.4.36 accepts both).
+    pins.append("numpy<2")
     return pins
 
 
@@ -48,13 +80,16 @@ def _pytest(session: nox.Session, *args: str) -> None:
     session.run("python", "-m", "pytest", "-q", *args, *session.posargs)
 
 
-@nox.session
-def newest(session: nox.Session) -> None:
+def _tests(session: nox.Session) -> None:
     session.install("-q", "--upgrade", "-e", ".[test]")
     _pytest(session)
 
 
-@nox.session
+for _version in PYTHONS:
+    nox.session(name=f"tests-{_version}", python=interpreter(_version))(_tests)
+
+
+@nox.session(python=interpreter(OLDEST_PYTHON))
 def oldest(session: nox.Session) -> None:
     # One resolve with every floor pinned: pip picks the optax, orbax-checkpoint,
     # ... releases that go with them.
@@ -62,7 +97,7 @@ def oldest(session: nox.Session) -> None:
     _pytest(session)
 
 
-@nox.session
+@nox.session(python=interpreter(TYPEGUARD4_PYTHON))
 def typeguard4(session: nox.Session) -> None:
     # The test extra pins typeguard 2.13.3 (what jaxtyping recommends); this
     # session replaces it, so pip reports the conflict, and that is expected.

@@ -15,8 +15,6 @@ while it saves and restores, which a typechecked constructor rejects, so a
 typechecked flax.struct can't be checkpointed by orbax without the plugin at all.
 """
 
-from __future__ import annotations
-
 import functools as ft
 import hashlib
 import json

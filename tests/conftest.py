@@ -5,8 +5,6 @@ does the same): it hands out a typechecker that counts every check it performs, 
 tests assert "how many checks ran", never how long anything took.
 """
 
-from __future__ import annotations
-
 import functools as ft
 import warnings
 from collections.abc import Callable, Iterator

@@ -1,16 +1,39 @@
 """Small helpers for tests: steps that exercise the seed scenarios."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import jax
 from flax import struct
 
-# At module level, not in `make_early`: jaxtyping resolves the string annotations
-# (`from __future__ import annotations`) in the module's globals, and silently
-# checks nothing when it can't.
+# At module level, not in `make_early`: jaxtyping resolves string annotations in the
+# module's globals, and silently checks nothing when it can't.
 from jaxtyping import Array, Float, jaxtyped
+
+from typecheck_guard import _versions
+
+
+def _too_old(package: str, version: str) -> tuple[bool, str]:
+    found = _versions.installed(package)
+    too_old = found is not None and _versions.parse(found) < _versions.parse(version)
+    return too_old, f"needs {package} >= {version}; found {found}"
+
+
+def requires(package: str, version: str, why: str) -> Any:
+    """Skip a test on releases of `package` older than `version`: for tests of a
+    library feature newer than our floor, which the product does not need."""
+    import pytest
+
+    too_old, needs = _too_old(package, version)
+    return pytest.mark.skipif(too_old, reason=f"{needs} ({why})")
+
+
+def require(package: str, version: str, why: str) -> None:
+    """`requires`, inside a test: for one parametrization of it."""
+    import pytest
+
+    too_old, needs = _too_old(package, version)
+    if too_old:
+        pytest.skip(f"{needs} ({why})")
 
 
 def run_cached(step: Any, state: Any, n: int = 20) -> Any:

@@ -12,8 +12,6 @@ The reports must be equal value by value. With `install()`, an adapted class mus
 run no check on unflatten, and a class left to JAX must say why.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess

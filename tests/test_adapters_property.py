@@ -4,8 +4,6 @@ inheritance, `kw_only`, `frozen`, `slots`) and random field values, our registra
 round-trips exactly as `jax.tree_util.register_dataclass` does, with the same leaves,
 keypaths and treedef."""
 
-from __future__ import annotations
-
 import dataclasses
 import sys
 from typing import Any, NamedTuple

@@ -4,8 +4,6 @@ Each scan runs in a fresh interpreter: it imports the fixture packages and reads
 JAX's registry, which in this process holds every class the other tests made.
 """
 
-from __future__ import annotations
-
 import importlib.metadata
 import json
 import os
@@ -127,6 +125,44 @@ def test_scan_errors_are_one_line_and_exit_2(module, expected):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("typecheck-guard scan: error: ")
     assert expected in lines[0]
+
+
+def test_scan_reports_import_errors_and_still_scans_the_others():
+    proc = _cli("scan", "atrisk_pkg", "missing_dep_pkg", "clean_pkg", "broken_pkg")
+    assert proc.returncode == 2
+    # (clean_pkg's `install()` warns about atrisk_pkg's classes on stderr too.)
+    prefix = "typecheck-guard scan: error: importing "
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
+    assert len(errors) == 2, proc.stderr
+    assert errors[0].startswith(prefix + "'missing_dep_pkg'")
+    assert errors[1].startswith(prefix + "'broken_pkg'")
+    # The modules that imported are scanned and reported as without the others.
+    assert "atrisk_pkg.models.Node" in proc.stdout
+    assert "2 modules could not be imported" in proc.stdout
+    assert "'a_dependency_that_is_not_installed'" in proc.stdout
+    assert "(imported atrisk_pkg, clean_pkg;" in proc.stdout
+
+    proc = _cli("scan", "--json", "missing_dep_pkg", "atrisk_pkg")
+    assert proc.returncode == 2
+    report = json.loads(proc.stdout)
+    assert report["exit_code"] == 2
+    assert {f["name"] for f in report["at_risk"]} == {"Node", "CustomArray", "Derived"}
+    (error,) = report["import_errors"]
+    assert error["module"] == "missing_dep_pkg"
+    assert "No module named 'a_dependency_that_is_not_installed'" in error["message"]
+
+
+def test_scan_recursive_reports_a_submodule_that_fails_and_walks_on(tmp_path):
+    pkg = tmp_path / "half_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "broken.py").write_text("import a_dependency_that_is_not_installed\n")
+    (pkg / "fine.py").write_text((FIXTURES / "atrisk_pkg" / "models.py").read_text())
+    proc = _cli("scan", "--json", "-r", "half_pkg", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [e["module"] for e in report["import_errors"]] == ["half_pkg.broken"]
+    assert "Node" in {f["name"] for f in report["at_risk"]}
 
 
 @pytest.mark.filterwarnings("always::UserWarning")

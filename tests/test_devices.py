@@ -3,8 +3,6 @@ CPU devices in a subprocess) runs zero checks per cache-hit call with `install()
 with `unflatten_safe`, gives bitwise the results it gives without the plugin, and
 keeps every output sharding."""
 
-from __future__ import annotations
-
 import json
 import os
 import pathlib

@@ -1,8 +1,6 @@
 """Equinox modules and Flax NNX pytrees already unflatten through `__new__`: they
 must keep running zero checks per cache-hit jitted call, with or without install()."""
 
-from __future__ import annotations
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -10,7 +8,7 @@ import pytest
 from flax import nnx
 from jaxtyping import Array, Float, jaxtyped
 
-from helpers import run_cached
+from helpers import requires, run_cached
 
 
 def _module(typecheck):
@@ -51,6 +49,7 @@ def test_equinox_module(typecheck, request, with_install, jit):
         Linear(jnp.ones((2, 3)), jnp.zeros(3))
 
 
+@requires("flax", "0.11.1", "flax.nnx.Pytree")
 @pytest.mark.parametrize("with_install", [False, True])
 @pytest.mark.parametrize("jit", ["jax.jit", "nnx.jit"])
 def test_nnx_pytree(typecheck, request, with_install, jit):

@@ -1,17 +1,16 @@
 """Misuse gets an error that names the user's class or argument and says what to write
 instead; a library outside the supported range is refused at install()."""
 
-from __future__ import annotations
-
 import dataclasses
 import re
+import warnings
 
 import jax
 import pytest
 from flax import struct
 
 import typecheck_guard
-from typecheck_guard import _versions
+from typecheck_guard import _jaxcompat, _jaxtypingcompat, _versions
 
 
 def test_register_dataclass_on_a_non_class():
@@ -229,48 +228,104 @@ def test_unflatten_safe_on_a_non_callable(bad):
     assert "typecheck_guard.unflatten_safe(jax.jit(step))" in message
 
 
-@pytest.mark.parametrize("package", ["jax", "jaxtyping", "flax", "equinox", "chex"])
-def test_unsupported_version_is_refused_at_install(package, monkeypatch):
+def _fake_versions(monkeypatch, **found):
+    # A fake version string for the packages named, the real one for the others.
     real = _versions.installed
-    monkeypatch.setattr(
-        _versions, "installed", lambda p: "0.0.1" if p == package else real(p)
-    )
-    before = jax.tree_util.register_dataclass
-    with pytest.raises(RuntimeError) as info:
+    monkeypatch.setattr(_versions, "installed", lambda p: found.get(p, real(p)))
+
+
+def _install_quietly():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
         typecheck_guard.install()
-    message = str(info.value)
+
+
+def _unsupported(package, found="0.0.1"):
     low, _ = _versions.SUPPORTED[package]
-    assert message == (
-        f"typecheck_guard supports {package} >={low}, but {package} 0.0.1 is "
+    return (
+        f"typecheck_guard supports {package} >={low}, but {package} {found} is "
         f"installed. Install a supported version (pip install '{package}>={low}')."
     )
-    # Nothing was patched.
+
+
+@pytest.mark.parametrize(
+    ("package", "off"),
+    [
+        ("jax", "flax.struct and TrainState are not adapted"),
+        ("chex", "chex.dataclass classes are not adapted"),
+        ("jaxtyping", "PyTree[...] checks are not cached"),
+    ],
+)
+def test_an_unsupported_version_switches_its_part_off_with_one_warning(
+    package, off, monkeypatch
+):
+    _fake_versions(monkeypatch, **{package: "0.0.1"})
+    _jaxcompat._load.cache_clear()
+    _jaxtypingcompat.load.cache_clear()
+    before = jax.tree_util.register_dataclass
+    try:
+        with pytest.warns(typecheck_guard.PartsDisabledWarning) as caught:
+            _install_quietly()
+        (warning,) = caught
+        message = str(warning.message)
+        assert off in message and _unsupported(package) in message
+        # The other parts are on.
+        assert typecheck_guard.installed()
+        assert (jax.tree_util.register_dataclass is before) == (package == "jax")
+    finally:
+        typecheck_guard.uninstall()
+        _jaxcompat._load.cache_clear()
+        _jaxtypingcompat.load.cache_clear()
+    assert jax.tree_util.register_dataclass is before
+
+
+def test_every_problem_is_named_at_once_and_nothing_left_is_refused(monkeypatch):
+    _fake_versions(monkeypatch, jax="0.4.30", jaxtyping="0.2.20", chex="0.1.80")
+    _jaxtypingcompat.load.cache_clear()
+    before = jax.tree_util.register_dataclass
+    try:
+        with pytest.raises(RuntimeError) as info:
+            typecheck_guard.install()
+    finally:
+        _jaxtypingcompat.load.cache_clear()
+    message = str(info.value)
+    assert "installed nothing" in message
+    for package, found in [("jax", "0.4.30"), ("jaxtyping", "0.2.20")]:
+        assert _unsupported(package, found) in message
+    if _versions.installed("chex") is not None:
+        assert _unsupported("chex", "0.1.80") in message
     assert not typecheck_guard.installed()
     assert jax.tree_util.register_dataclass is before
 
 
-def test_newer_than_supported_is_refused(monkeypatch):
-    monkeypatch.setitem(_versions.SUPPORTED, "flax", ("0.1", "0.2"))
-    with pytest.raises(
-        RuntimeError, match=r"supports flax >=0\.1,<0\.2, but flax .* is installed"
-    ):
-        typecheck_guard.install()
-    assert not typecheck_guard.installed()
+def test_unflatten_safe_of_a_jitted_function_checks_jax_when_wrapping(monkeypatch):
+    _fake_versions(monkeypatch, jax="0.4.35")
+    _jaxcompat._load.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="jax 0.4.35 is installed"):
+            typecheck_guard.unflatten_safe(jax.jit(lambda x: x))
+    finally:
+        _jaxcompat._load.cache_clear()
 
 
-def test_a_library_that_is_not_installed_is_not_checked(monkeypatch):
-    real = _versions.installed
-    monkeypatch.setattr(
-        _versions, "installed", lambda p: None if p == "equinox" else real(p)
+def test_newer_than_supported_is_a_problem(monkeypatch):
+    monkeypatch.setitem(_versions.SUPPORTED, "chex", ("0.1", "0.2"))
+    assert _versions.problem("chex", "0.2.0") == (
+        "typecheck_guard supports chex >=0.1,<0.2, but chex 0.2.0 is installed. "
+        "Install a supported version (pip install 'chex>=0.1,<0.2')."
     )
-    _versions.check_all()
+    assert _versions.problem("chex", "0.1.9") is None
+
+
+def test_a_library_that_is_not_installed_is_not_a_problem(monkeypatch):
+    _fake_versions(monkeypatch, equinox=None)
+    assert _versions.problem("equinox") is None
 
 
 def test_installed_versions_are_supported():
     # The environment the suite runs in is inside the range it claims.
-    _versions.check_all()
-    for package in _versions.CHECKED_AT_INSTALL:
-        assert package in _versions.SUPPORTED
+    for package in _versions.SUPPORTED:
+        assert _versions.problem(package) is None, package
 
 
 def test_supported_ranges_match_pyproject():
@@ -290,7 +345,7 @@ def test_supported_ranges_match_pyproject():
         match = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", requirement)
         if match:
             declared.setdefault(match[1], set()).add(match[2])
-    for package in _versions.CHECKED_AT_INSTALL:
+    for package in ("jax", "jaxtyping", "flax", "chex", "equinox"):
         low, _ = _versions.SUPPORTED[package]
         assert declared.get(package) == {low}, package
 
@@ -310,3 +365,9 @@ def test_runtime_checks_unknown_level():
     for level in ('"allow"', '"log"', '"disallow"'):
         assert level in message
     assert 'with typecheck_guard.runtime_checks("disallow"):' in message
+
+
+def test_py_typed_is_shipped():
+    import importlib.resources
+
+    assert importlib.resources.files("typecheck_guard").joinpath("py.typed").is_file()

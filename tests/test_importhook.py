@@ -1,8 +1,6 @@
 """The post-import hook: libraries imported after a patch was switched on are
 patched right after their code runs, and the hook is gone once the patch is undone."""
 
-from __future__ import annotations
-
 import subprocess
 import sys
 

@@ -1,8 +1,6 @@
 """install()/uninstall(): classes registered through register_dataclass, flax.struct,
 PyTreeNode/TrainState and chex unflatten without re-running their checks."""
 
-from __future__ import annotations
-
 import copy
 import dataclasses
 import pickle
@@ -17,7 +15,7 @@ from flax.training import train_state
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree, jaxtyped
 
 import typecheck_guard
-from helpers import make_chex, run_cached
+from helpers import make_chex, requires, run_cached
 
 
 def _seed_node(typecheck):
@@ -85,6 +83,12 @@ def test_without_install_checks_run_every_call(typecheck):
     assert typecheck.calls >= 21
 
 
+@requires(
+    "jaxtyping",
+    "0.3.3",
+    "older releases can't resolve optax's `ArrayTree` forward reference in a "
+    "typechecked TrainState subclass",
+)
 def test_trainstate_subclass_with_optax_adam(installed, typecheck):
     @jaxtyped(typechecker=typecheck)
     class State(train_state.TrainState):

@@ -10,8 +10,6 @@ JAX's registration replaced by a stub that keeps only a weak reference, and a
 control test shows that with the real registration the class does stay alive.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import gc
 import types

@@ -10,8 +10,6 @@ process whose peer died would otherwise wait in a collective (or at the coordina
 for minutes.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import pathlib

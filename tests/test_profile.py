@@ -6,8 +6,6 @@ The command runs in a fresh interpreter (it runs a program as `python` would); t
 programs are written for the test, with the checker given on their command line.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess
@@ -24,6 +22,7 @@ from flax import struct
 from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
+from typecheck_guard import _versions
 
 N_CALLS = 6
 M_EAGER = 4
@@ -313,8 +312,13 @@ def test_profile_api_composes_with_the_runtime_guard(typecheck):
     assert counts["total", "eager"].pytree
     assert dispatch.checker == f"jaxtyping with {typecheck.name}"
     # Every check ran through the counting checker: jaxtyping checks parameters and
-    # the full signature, two checker calls per check.
-    assert sum(s.count for s in prof.sites if s.when != "trace") * 2 <= typecheck.calls
+    # the full signature, two checker calls per check (jaxtyping < 0.3 checks a
+    # dataclass's fields with one).
+    old = _versions.parse(_versions.installed("jaxtyping") or "0") < (0, 3)
+    per_check = 1 if old else 2
+    assert sum(s.count for s in prof.sites if s.when != "trace") * per_check <= (
+        typecheck.calls
+    )
     assert prof.wall_seconds > prof.check_seconds > 0
     # Stopped: nothing more is recorded.
     before = dispatch.count

@@ -4,8 +4,6 @@ Each inner session runs in this process, with its own recorder: what its tests r
 is judged by its own `--typecheck-guard` mode, not by this suite's.
 """
 
-from __future__ import annotations
-
 import sys
 import textwrap
 import warnings

@@ -6,8 +6,6 @@ Each test runs the command in a fresh interpreter next to the same program run b
 `python` itself, where the two must agree.
 """
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
@@ -197,7 +195,9 @@ def test_install_is_in_effect(tmp_path: Path):
         t.join()
         assert checks == 0, checks
         State(jnp.ones(3))
-        assert checks == 2, checks  # jaxtyping: parameters, then the full signature
+        # jaxtyping 0.3 checks the parameters, then the full signature; older
+        # releases check the fields once, after `__init__`.
+        assert checks >= 1, checks
         assert typecheck_guard.installed()
         assert typecheck_guard.unadapted() == ()
         print("ok")

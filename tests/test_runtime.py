@@ -5,8 +5,6 @@ Every test here that makes a check run at dispatch time on purpose carries
 `allow_runtime_typechecks`: the suite itself runs under the plugin's strict mode.
 """
 
-from __future__ import annotations
-
 import asyncio
 import functools as ft
 import logging

@@ -2,8 +2,6 @@
 identical with and without it, an orbax checkpoint written with it restores without
 it and vice versa, and pickle / copy round trips give back equal objects."""
 
-from __future__ import annotations
-
 import copy
 import dataclasses
 import json

@@ -2,8 +2,6 @@
 is restored when its body raises, and `install()`/`uninstall()` racing with class
 creation leaves JAX's registry and ours consistent."""
 
-from __future__ import annotations
-
 import asyncio
 import collections
 import contextvars
@@ -437,9 +435,10 @@ def test_install_uninstall_racing_class_creation(typecheck):
 
 
 _SCAN_MIDWAY = """
-import dataclasses, gc, sys
+import dataclasses, sys
 import jax
 import typecheck_guard
+from typecheck_guard import _jaxcompat
 
 def register_a_class():
     @jax.tree_util.register_dataclass
@@ -448,44 +447,66 @@ def register_a_class():
         x: int
 
 scan = sys.argv[1]
-# The frames that read the registry: a collection that starts while one of them is
-# the innermost Python frame started inside its read.
-readers = {"at_risk", "_sync", "registry_items"}
-scanning, registered = False, 0
+# The frames that read the registry, ours and the ones they call.
+readers = {"at_risk", "unadapted", "_sync", "registry_items"}
+registered = 0
 
-def callback(phase, info):
+def before_each_bytecode(frame, event, arg):
     global registered
-    if phase == "start" and scanning and registered < 20:
-        if sys._getframe(1).f_code.co_name in readers:
-            registered += 1
-            register_a_class()
+    if event == "opcode" and registered < 200:
+        registered += 1
+        register_a_class()  # what another thread switched in here could do
+    return before_each_bytecode
 
-gc.callbacks.append(callback)
-gc.set_threshold(1)
+def tracer(frame, event, arg):
+    if event == "call" and frame.f_code.co_name in readers:
+        frame.f_trace_opcodes = True
+        return before_each_bytecode
+    return None
+
 for _ in range(3):
     register_a_class()  # so that unflatten_safe has something new to scan
-    scanning = True
-    if scan == "unadapted":
-        typecheck_guard.unadapted()
-    else:
-        with typecheck_guard.unflatten_safe():
-            pass
-    scanning = False
-print(registered)
+    sys.settrace(tracer)
+    try:
+        if scan == "unadapted":
+            typecheck_guard.unadapted()
+        else:
+            with typecheck_guard.unflatten_safe():
+                pass
+    finally:
+        sys.settrace(None)
+
+# The snapshot itself: no Python code may run inside it (a profiler sees every
+# Python call, and every C call that could lead to one).
+calls = []
+def profile(frame, event, arg):
+    if frame.f_code is not _jaxcompat.registry_items.__code__ and event == "call":
+        calls.append(frame.f_code.co_name)
+register_a_class()
+sys.setprofile(profile)
+try:
+    _jaxcompat.registry_items()
+finally:
+    sys.setprofile(None)
+# `_load` is `functools.cache`d: its wrapper is C, and it was loaded above.
+print(registered, len(calls))
 """
 
 
 @pytest.mark.parametrize("scan", ["unadapted", "unflatten_safe"])
 def test_registry_scans_survive_registration_midway(scan):
     # install() lists unadapted classes and `unflatten_safe` guards new ones: both
-    # read JAX's registry while other threads may add to it. A thread switch can
-    # happen in the middle of `list(d.items())` when an allocation starts a garbage
-    # collection that runs Python code; we force exactly that, deterministically: a
-    # gc callback registers a class when a collection starts inside a read. (With
-    # `list(d.items())`, this failed with "dictionary changed size during
-    # iteration", as did two threads doing the same in a loop.) In a fresh
-    # interpreter: in a long-lived one, free lists serve the allocations and no
-    # collection starts midway.
+    # read JAX's registry while other threads may add to it. Another thread can only
+    # run between two bytecodes of ours (where the interpreter checks for a switch
+    # request, and where Python 3.12+ starts garbage collections and their
+    # finalizers), or inside a C call that runs Python code: before 3.12 an
+    # allocation in `list(d.items())` could start a collection whose callbacks ran
+    # Python code and failed us with "dictionary changed size during iteration".
+    # We make the other thread register a class at every one of those points,
+    # deterministically, without waiting for the collector: an opcode tracer in the
+    # frames that read the registry registers one before each bytecode, and the
+    # read itself (`_jaxcompat.registry_items`) must run no Python code at all. In a
+    # fresh interpreter, so that the registry holds only what this test puts there.
     import subprocess
 
     out = subprocess.run(
@@ -495,4 +516,6 @@ def test_registry_scans_survive_registration_midway(scan):
         timeout=600,
     )
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) > 0  # registrations did happen inside the reads
+    registered, python_calls_in_snapshot = map(int, out.stdout.split())
+    assert registered > 0  # registrations did happen inside the reads
+    assert python_calls_in_snapshot == 0

@@ -5,7 +5,6 @@ generated code, so these classes have a handwritten `@typechecked` `__init__`.""
 
 # pyright: reportArgumentType=false, reportAttributeAccessIssue=false
 # (Bad arguments on purpose, and typeguard 4's private modules.)
-from __future__ import annotations
 
 import sys
 from collections.abc import Callable

@@ -1,8 +1,6 @@
 """unflatten_safe: classes install() could not adapt skip their check on unflatten,
 and keep it on every construction."""
 
-from __future__ import annotations
-
 import asyncio
 import threading
 

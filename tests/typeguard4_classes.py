@@ -3,8 +3,6 @@
 so these live in a module file; each factory makes a fresh class, so that a test can
 define one after `install()`."""
 
-from __future__ import annotations
-
 import jax
 from flax import struct
 from typeguard import typechecked

@@ -5,6 +5,7 @@ Importing this package does not import jax, flax or equinox.
 
 from ._inspect import UnadaptedClass as UnadaptedClass, unadapted as unadapted
 from ._install import (
+    PartsDisabledWarning as PartsDisabledWarning,
     UnadaptedClassesWarning as UnadaptedClassesWarning,
     install as install,
     installed as installed,

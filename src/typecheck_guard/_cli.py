@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
         "unflatten would run a typecheck, with how it is registered, which checker, "
         "whether install() or unflatten_safe covers it, and the one-line fix; also "
         "typechecks that silently check nothing (typeguard 4.x under jaxtyped). Exit "
-        "code: 0 clean, 1 findings, 2 a module could not be imported.",
+        "code: 0 clean, 1 findings, 2 a module could not be imported (the others are "
+        "still scanned and reported).",
     )
     scan.add_argument(
         "modules", nargs="+", metavar="MODULE", help="e.g. mypackage.models"
@@ -170,6 +171,12 @@ def _scan(args: argparse.Namespace) -> int:
         report = scan(args.modules, recursive=args.recursive)
     except ScanError as e:
         return _error("scan", str(e))
+    # One line per module that could not be imported; the others are still scanned
+    # and reported, and the exit code is 2.
+    for e in report.import_errors:
+        _error("scan", str(e))
+    if not report.imported:
+        return report.exit_code
     if args.json:
         print(json.dumps(to_dict(report), indent=2))
     else:

@@ -317,7 +317,10 @@ def _kind_of_code(code: CodeType) -> int:
     kind = _known.get(code)
     if kind is not None:
         return kind
-    if code.co_filename.startswith(_BEARTYPE_PREFIX):
+    if code.co_filename.startswith(_BEARTYPE_PREFIX) and code.co_name != "<module>":
+        # `<module>` is beartype executing the source of a wrapper it is generating
+        # (decoration, not a check): jaxtyping < 0.3 decorates a fresh function on
+        # every construction of a dataclass it checks.
         return _BEARTYPE
     if (
         code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files
@@ -354,9 +357,31 @@ def _function_of(frame: FrameType | None) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+def _dataclass_init(frame: FrameType) -> str | None:
+    """`Cls.__init__` when this check is jaxtyping < 0.3's check of a dataclass's
+    fields: it runs after `__init__`, through a function it generates per
+    construction and names after the class (`_check_dataclass_annotations`)."""
+    caller = frame.f_back
+    for _ in range(4):
+        if caller is None:
+            return None
+        if (
+            caller.f_code.co_name == "_check_dataclass_annotations"
+            and caller.f_globals.get("__name__") == "jaxtyping._decorator"
+        ):
+            cls = type(caller.f_locals.get("self"))
+            return f"{_qualified(cls)}.__init__"
+        caller = caller.f_back
+    return None
+
+
 def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
     """(what was checked, the checker's name). Runs only when a check is seen."""
     code = frame.f_code
+    if kind in (_JAXTYPING, _BEARTYPE):
+        init = _dataclass_init(frame)
+        if init is not None:
+            return init, "jaxtyping" if kind == _JAXTYPING else "beartype"
     if kind == _JAXTYPING:
         return _qualified(frame.f_locals.get("fn")), "jaxtyping"
     if kind == _BEARTYPE:

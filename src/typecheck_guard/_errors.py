@@ -85,6 +85,13 @@ NOT_CALLABLE: Final = (
     "`typecheck_guard.unflatten_safe(jax.jit(step))`."
 )
 
+
+class Unsupported(RuntimeError):
+    """An installed library is outside the supported range, or the private piece of
+    it that one part of typecheck_guard relies on has changed. `install()` switches
+    that part off (with one `PartsDisabledWarning`) rather than refuse."""
+
+
 UNSUPPORTED_VERSION: Final = (
     "typecheck_guard supports {package} {supported}, but {package} {found} is "
     "installed. Install a supported version (pip install '{package}{supported}')."
@@ -97,6 +104,16 @@ PRIVATE_API_CHANGED: Final = (
     "typecheck_guard issue tracker."
 )
 
+PARTS_DISABLED: Final = (
+    "typecheck_guard.install() switched off what this environment can't support, "
+    "and installed the rest:\n{problems}"
+)
+
+INSTALL_REFUSED: Final = (
+    "typecheck_guard.install() can't support any of its parts in this environment, "
+    "so it installed nothing:\n{problems}"
+)
+
 PYTREE_CACHE_NOT_BOOL: Final = (
     "typecheck_guard.install expects pytree_cache=True or False, got {value!r}. "
     "Write `typecheck_guard.install(pytree_cache=False)` to leave PyTree[...] checks "
@@ -105,7 +122,6 @@ PYTREE_CACHE_NOT_BOOL: Final = (
 
 PYTREE_CACHE_UNAVAILABLE: Final = (
     "{reason}\n"
-    "The cache of PyTree[...] checks needs these internals. To install typecheck_guard "
-    "without it (every PyTree check then runs, as without typecheck_guard), write "
-    "`typecheck_guard.install(pytree_cache=False)`."
+    "The cache of PyTree[...] checks needs these internals; without it every PyTree "
+    "check runs, as without typecheck_guard."
 )

@@ -8,11 +8,23 @@ import threading
 import warnings
 from collections.abc import Callable
 
-__all__ = ["install", "installed", "uninstall", "UnadaptedClassesWarning"]
+__all__ = [
+    "install",
+    "installed",
+    "uninstall",
+    "PartsDisabledWarning",
+    "UnadaptedClassesWarning",
+]
 
 
 class UnadaptedClassesWarning(UserWarning):
     """`install()` found registered classes that still run a typecheck on unflatten."""
+
+
+class PartsDisabledWarning(UserWarning):
+    """`install()` switched off the parts that an installed library's version (or a
+    changed private API) can't support, and installed the rest. The message names
+    every such library and what is off."""
 
 
 _lock = threading.RLock()
@@ -20,6 +32,15 @@ _stack: contextlib.ExitStack | None = None
 
 # Extra parts of `install()` contributed by other modules: name -> start(stack).
 _parts: dict[str, Callable[[contextlib.ExitStack], None]] = {}
+
+# What each part does, for the message that says it is off.
+_WHAT: dict[str, str] = {
+    "jax": "classes registered through jax.tree_util.register_dataclass, "
+    "flax.struct and TrainState are not adapted (they re-run their checks on "
+    "unflatten; typecheck_guard.unflatten_safe still works)",
+    "chex": "chex.dataclass classes are not adapted",
+    "pytree_cache": "PyTree[...] checks are not cached",
+}
 
 
 def installed() -> bool:
@@ -58,6 +79,12 @@ def install(*, pytree_cache: bool = True) -> None:
 
     - `pytree_cache`: `False` to leave `PyTree[...]` checks uncached.
 
+    Each part (the adapter of `register_dataclass` / flax.struct, the chex adapter,
+    the `PyTree` cache) checks the versions and private APIs it relies on. One that
+    can't work is switched off, with one `typecheck_guard.PartsDisabledWarning`
+    naming every library outside its range and what is off; `install()` raises
+    `RuntimeError`, naming every problem, only when no part can work.
+
     Idempotent. Undo with `typecheck_guard.uninstall()`.
 
     !!! Example
@@ -68,6 +95,7 @@ def install(*, pytree_cache: bool = True) -> None:
         ```
     """
     global _stack
+    __tracebackhide__ = True
     if not isinstance(pytree_cache, bool):
         from ._errors import PYTREE_CACHE_NOT_BOOL
 
@@ -76,22 +104,42 @@ def install(*, pytree_cache: bool = True) -> None:
         if _stack is not None:
             return
         from ._adapters import _chex, _jax
-        from ._versions import check_all
+        from ._errors import INSTALL_REFUSED, PARTS_DISABLED, Unsupported
 
-        check_all()
+        # Each part checks the versions and internals it relies on when it starts,
+        # and one that can't work is left off: an old chex must not cost a user the
+        # flax adapters. We report every problem at once, not the first one.
+        wanted = {"pytree_cache": pytree_cache}
+        parts: dict[str, Callable[[contextlib.ExitStack], None]] = {
+            "jax": _jax.patch,
+            "chex": _chex.patch,
+        }
+        parts.update(
+            (name, start) for name, start in _parts.items() if wanted.get(name, True)
+        )
+        off: dict[str, str] = {}
         stack = contextlib.ExitStack()
         try:
-            _jax.patch(stack)
-            _chex.patch(stack)
-            # Parts that a keyword of ours turns off; the rest always run.
-            wanted = {"pytree_cache": pytree_cache}
-            for name, start in _parts.items():
-                if wanted.get(name, True):
+            for name, start in parts.items():
+                try:
                     start(stack)
+                except Unsupported as e:
+                    off[name] = f"- {_WHAT.get(name, name)}: {e}"
         except BaseException:
             stack.close()
             raise
+        if off and len(off) == len(parts):
+            stack.close()
+            raise RuntimeError(INSTALL_REFUSED.format(problems="\n".join(off.values())))
         _stack = stack
+    if off:
+        warnings.warn(
+            PARTS_DISABLED.format(problems="\n".join(off.values())),
+            PartsDisabledWarning,
+            stacklevel=2,
+        )
+    if "jax" in off:
+        return  # we can't read JAX's registry either
     from ._inspect import unadapted
 
     left = unadapted()

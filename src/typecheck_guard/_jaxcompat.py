@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ._errors import PRIVATE_API_CHANGED
+from ._errors import PRIVATE_API_CHANGED, Unsupported
 
 
 @functools.cache
@@ -22,14 +22,14 @@ def _load() -> tuple[dict[type, Any], Any, Any]:
 
     from ._versions import check, spec
 
-    check("jax", jax.__version__)
+    check("jax")
     try:
         registry = tree_util._registry
         trace_ctx = core.trace_ctx
         eval_trace = core.eval_trace
         trace_ctx.trace  # noqa: B018
     except AttributeError as e:
-        raise RuntimeError(
+        raise Unsupported(
             PRIVATE_API_CHANGED.format(
                 what=f"jax._src internals ({e})",
                 package="jax",
@@ -38,7 +38,7 @@ def _load() -> tuple[dict[type, Any], Any, Any]:
             )
         ) from None
     if not isinstance(registry, dict):
-        raise RuntimeError(
+        raise Unsupported(
             PRIVATE_API_CHANGED.format(
                 what="jax._src.tree_util._registry being a dict",
                 package="jax",

@@ -22,7 +22,7 @@ import functools
 import inspect
 from typing import Any, NamedTuple
 
-from ._errors import PRIVATE_API_CHANGED
+from ._errors import PRIVATE_API_CHANGED, Unsupported
 
 __all__ = ["Jaxtyping", "load", "treepath_prefix"]
 
@@ -53,10 +53,10 @@ def treepath_prefix(index: int, structure: str) -> str:
     return f"(Leaf {index} in structure {structure}) "
 
 
-def _changed(found: str, what: str) -> RuntimeError:
+def _changed(found: str, what: str) -> Unsupported:
     from ._versions import spec
 
-    return RuntimeError(
+    return Unsupported(
         PRIVATE_API_CHANGED.format(
             what=what, package="jaxtyping", found=found, supported=spec("jaxtyping")
         )
@@ -72,7 +72,7 @@ def load() -> Jaxtyping:
     from ._versions import check
 
     found = getattr(jaxtyping, "__version__", "unknown")
-    check("jaxtyping", found)
+    check("jaxtyping")
     try:
         from jaxtyping import _array_types, _pytree_type, _storage
 

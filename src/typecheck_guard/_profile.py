@@ -149,13 +149,13 @@ def _is_pytree_check(code: CodeType) -> bool:
 def _registered_unflatten(code: CodeType) -> bool:
     """Whether `code` is the Python unflatten function of a registered class."""
     global _registry_seen
-    from ._inspect import _unflatten_of
     from ._jaxcompat import registry, registry_items
+    from ._routes import unflatten_of
 
     if len(registry()) != _registry_seen:
         items = registry_items()
         for _, entry in items:
-            fn = getattr(_unflatten_of(entry), "__code__", None)
+            fn = getattr(unflatten_of(entry), "__code__", None)
             if fn is not None:
                 _unflatten_codes.add(fn)
         _registry_seen = len(items)

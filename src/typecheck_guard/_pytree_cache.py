@@ -42,7 +42,7 @@ from contextlib import AbstractContextManager
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
-from ._errors import PYTREE_CACHE_UNAVAILABLE
+from ._errors import PYTREE_CACHE_UNAVAILABLE, Unsupported
 from ._install import _parts
 
 __all__ = [
@@ -353,8 +353,8 @@ def _load_tools() -> None:
 
     try:
         jt = load()
-    except RuntimeError as e:
-        raise RuntimeError(PYTREE_CACHE_UNAVAILABLE.format(reason=e)) from None
+    except Unsupported as e:
+        raise Unsupported(PYTREE_CACHE_UNAVAILABLE.format(reason=e)) from None
     try:
         from jax._src.array import ArrayImpl
     except ImportError:  # then every JAX array takes the general path below

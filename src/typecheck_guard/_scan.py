@@ -29,6 +29,10 @@ __all__ = ["Finding", "ScanError", "ScanReport", "SilentCheck", "scan"]
 class ScanError(Exception):
     """A module could not be imported; the message is one line."""
 
+    def __init__(self, message: str, module: str = ""):
+        super().__init__(message)
+        self.module = module
+
 
 class Finding(NamedTuple):
     """One class whose unflatten runs a typecheck."""
@@ -60,10 +64,21 @@ class ScanReport(NamedTuple):
     registered: int
     findings: tuple[Finding, ...]
     silent: tuple[SilentCheck, ...]
+    import_errors: tuple[ScanError, ...] = ()
+    """The modules that could not be imported, one `ScanError` each: the others
+    were still imported and scanned."""
 
     @property
     def exit_code(self) -> int:
+        if self.import_errors:
+            return 2
         return 1 if self.findings or self.silent else 0
+
+    @property
+    def imported(self) -> tuple[str, ...]:
+        """The modules given that were imported."""
+        failed = {e.module for e in self.import_errors}
+        return tuple(m for m in self.modules if m not in failed)
 
 
 def _where(e: BaseException) -> str:
@@ -95,7 +110,8 @@ def _import(name: str) -> Any:
     if name.endswith(".py") or os.sep in name:
         raise ScanError(
             f"{name!r} looks like a path; scan takes module names, e.g. "
-            f"'{name.removesuffix('.py').strip('./').replace(os.sep, '.')}'"
+            f"'{name.removesuffix('.py').strip('./').replace(os.sep, '.')}'",
+            name,
         )
     try:
         return importlib.import_module(name)
@@ -103,11 +119,12 @@ def _import(name: str) -> Any:
         if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
             raise ScanError(
                 f"no module named {e.name!r} (searched sys.path from {os.getcwd()}): "
-                "check the spelling, run from your project's root, or pip install it"
+                "check the spelling, run from your project's root, or pip install it",
+                name,
             ) from None
-        raise ScanError(_failed(name, e)) from None
+        raise ScanError(_failed(name, e), name) from None
     except (Exception, SystemExit) as e:
-        raise ScanError(_failed(name, e)) from None
+        raise ScanError(_failed(name, e), name) from None
 
 
 def _failed(name: str, e: BaseException) -> str:
@@ -116,16 +133,18 @@ def _failed(name: str, e: BaseException) -> str:
     )
 
 
-def _submodules(module: Any) -> list[str]:
+def _submodules(module: Any, errors: list[ScanError]) -> list[str]:
     path = getattr(module, "__path__", None)
     if path is None:
         return []
 
     def onerror(name: str) -> None:
         # walk_packages imports subpackages to look inside them; report the failure
-        # the way a failed import of a named module is reported.
+        # the way a failed import of a named module is reported, and walk on.
         e = sys.exc_info()[1]
-        raise ScanError(_failed(name, e) if e else f"importing {name!r} failed")
+        errors.append(
+            ScanError(_failed(name, e) if e else f"importing {name!r} failed", name)
+        )
 
     return [
         info.name
@@ -148,9 +167,19 @@ def _instrumentation_warning() -> type[Warning] | None:
 _NOT_CHECKING = re.compile(r"not typechecking (?P<target>\S+)")
 
 
-def import_all(names: Sequence[str], recursive: bool = False) -> list[SilentCheck]:
+def import_all(
+    names: Sequence[str],
+    recursive: bool = False,
+    errors: list[ScanError] | None = None,
+) -> list[SilentCheck]:
     """Import `names` (and, with `recursive`, every submodule of the packages among
-    them); return the checks typeguard 4 said it would not run."""
+    them); return the checks typeguard 4 said it would not run.
+
+    A module that can't be imported raises `ScanError`, or, when `errors` is a list,
+    is appended to it and the other modules are still imported: one missing optional
+    dependency should not hide what the rest of a package registers.
+    """
+    failed: list[ScanError] = []
     instrumentation = _instrumentation_warning()
     if "" not in sys.path and os.getcwd() not in sys.path:
         # What `python -m` does: the user's modules are found from where they are.
@@ -164,10 +193,17 @@ def import_all(names: Sequence[str], recursive: bool = False) -> list[SilentChec
         pending = list(names)
         while pending:
             name = pending.pop(0)
-            module = _import(name)
-            if recursive:
-                for sub in _submodules(module):
-                    _import(sub)
+            try:
+                module = _import(name)
+            except ScanError as e:
+                failed.append(e)
+            else:
+                if recursive and name in names:
+                    pending += _submodules(module, failed)
+            if failed and errors is None:
+                raise failed[0]
+    if errors is not None:
+        errors += failed
     silent: dict[str, SilentCheck] = {}
     for w in caught:
         if instrumentation is not None and issubclass(w.category, instrumentation):
@@ -264,6 +300,10 @@ def under_jaxtyping(fn: Any) -> tuple[str, bool] | None:
         return None
     impl = _cells(layer).get("wrapped_fn_impl")
     inner = _cells(impl)
+    if "wrapped_fn_impl" not in _cells(layer) and "typechecker" in _cells(layer):
+        # jaxtyping < 0.3's dataclass `__init__`: it decorates a function generated
+        # on each call with the checker (`_check_dataclass_annotations`).
+        inner = {**_cells(layer), "param_fn": None}
     if "typechecker" not in inner or "param_fn" not in inner:
         return None
     typechecker = inner["typechecker"]
@@ -274,7 +314,11 @@ def under_jaxtyping(fn: Any) -> tuple[str, bool] | None:
     else:
         name = (getattr(typechecker, "__module__", None) or "?").split(".")[0]
     param_fn = inner["param_fn"]
-    instrumented = checker_of(param_fn) is not None or hasattr(param_fn, "__wrapped__")
+    instrumented = (
+        param_fn is None
+        or checker_of(param_fn) is not None
+        or hasattr(param_fn, "__wrapped__")
+    )
     return name, instrumented
 
 
@@ -372,9 +416,11 @@ def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
 def scan(modules: Sequence[str], recursive: bool = False) -> ScanReport:
     """Import `modules` and report what would run a typecheck on unflatten.
 
-    Raises `ScanError` (one line) when a module can't be imported.
+    A module that can't be imported is reported in `import_errors` (exit code 2),
+    and the others are still imported and scanned.
     """
-    silent = import_all(modules, recursive)
+    errors: list[ScanError] = []
+    silent = import_all(modules, recursive, errors)
     from ._jaxcompat import registry
 
     records = sorted(at_risk(), key=lambda r: (r.cls.__module__, r.cls.__qualname__))
@@ -385,7 +431,9 @@ def scan(modules: Sequence[str], recursive: bool = False) -> ScanReport:
         findings.append(found)
         # The same check, seen by its warning at import and by probing: report once.
         silent += [s for s in unchecked if s.target not in known]
-    return ScanReport(tuple(modules), len(registry()), tuple(findings), tuple(silent))
+    return ScanReport(
+        tuple(modules), len(registry()), tuple(findings), tuple(silent), tuple(errors)
+    )
 
 
 def format_text(report: ScanReport) -> str:
@@ -437,9 +485,20 @@ def format_text(report: ScanReport) -> str:
             "No registered pytree class runs a typecheck on unflatten, and no "
             "typecheck was silently disabled."
         )
+    if report.import_errors:
+        if out:
+            out.append("")
+        n = len(report.import_errors)
+        out.append(
+            f"{n} module{'s' if n > 1 else ''} could not be imported, so "
+            f"{'their' if n > 1 else 'its'} classes are not in this report:"
+        )
+        for e in report.import_errors:
+            out.append(f"  {e}")
+    imported = ", ".join(report.imported) or "nothing"
     out += [
         "",
-        f"(imported {', '.join(report.modules)}; {report.registered} pytree classes "
+        f"(imported {imported}; {report.registered} pytree classes "
         f"registered with JAX; exit code {report.exit_code})",
     ]
     return "\n".join(out)
@@ -451,5 +510,8 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
         "registered": report.registered,
         "at_risk": [f._asdict() for f in report.findings],
         "silent_checks": [s._asdict() for s in report.silent],
+        "import_errors": [
+            {"module": e.module, "message": str(e)} for e in report.import_errors
+        ],
         "exit_code": report.exit_code,
     }

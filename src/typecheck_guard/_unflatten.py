@@ -341,6 +341,13 @@ class _GuardedCall:
     `clear_cache`, ...) are those of `jitted_fn`."""
 
     def __init__(self, fn: Callable[..., Any]):
+        # The JAX internals every call relies on are resolved and checked here, so
+        # that an unsupported JAX fails where the user wraps their step, not at its
+        # first call deep inside a training loop.
+        from ._jaxcompat import make_is_tracing, registry
+
+        registry()
+        make_is_tracing()
         self.__wrapped__ = fn
         ft.update_wrapper(self, fn, updated=())
 

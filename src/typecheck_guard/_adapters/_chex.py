@@ -25,10 +25,11 @@ import sys
 import weakref
 from typing import Any
 
+from .. import _versions
 from .._codegen import generate_dict_unflatten
-from .._errors import PRIVATE_API_CHANGED
+from .._errors import PRIVATE_API_CHANGED, Unsupported
 from .._importhook import after_import
-from .._versions import check, installed, spec
+from .._versions import check, spec
 
 _MODULE = "chex._src.dataclass"
 _logger = logging.getLogger(__name__)
@@ -82,8 +83,8 @@ def _make_register(module: Any, original: Any) -> Any:
 
 
 def _check_shape(module: Any) -> None:
-    found = installed("chex") or "unknown"
-    check("chex", found)
+    found = _versions.installed("chex") or "unknown"
+    check("chex")
     problems = []
     for name in ("register_dataclass_type_with_jax_tree_util", "_flatten_with_path"):
         if not callable(getattr(module, name, None)):
@@ -96,7 +97,7 @@ def _check_shape(module: Any) -> None:
     ):
         problems.append(f"{_MODULE}._dataclass_unflatten(dcls, keys, values)")
     if problems:
-        raise RuntimeError(
+        raise Unsupported(
             PRIVATE_API_CHANGED.format(
                 what=", ".join(problems),
                 package="chex",
@@ -120,8 +121,7 @@ def patch(stack: contextlib.ExitStack) -> None:
     if module is not None:
         _patch_module(module, stack)
         return
-    found = installed("chex")
-    if found is None:
+    if _versions.installed("chex") is None:
         return
-    check("chex", found)
+    check("chex")
     after_import({_MODULE}, lambda module: _patch_module(module, stack), stack)

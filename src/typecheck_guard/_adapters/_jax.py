@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 
-from .._errors import PRIVATE_API_CHANGED
+from .._errors import PRIVATE_API_CHANGED, Unsupported
 from .._register import install_route
 from .._versions import check, spec
 
@@ -18,11 +18,11 @@ def patch(stack: contextlib.ExitStack) -> None:
     import jax
     import jax.tree_util
 
-    check("jax", jax.__version__)
+    check("jax")
     original = jax.tree_util.register_dataclass
     params = tuple(inspect.signature(original).parameters)
     if params != _EXPECTED_PARAMS:
-        raise RuntimeError(
+        raise Unsupported(
             PRIVATE_API_CHANGED.format(
                 what=f"jax.tree_util.register_dataclass{_EXPECTED_PARAMS} "
                 f"(found parameters {params})",

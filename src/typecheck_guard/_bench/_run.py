@@ -129,7 +129,14 @@ def run_cases(
             if progress:
                 progress.update(f"{label}: building")
             # The plain classes, before anything is installed.
-            prepared = case.prepare(checker, preset)
+            try:
+                prepared = case.prepare(checker, preset)
+            except Unavailable as e:
+                for mode in case.modes:
+                    results.append(_skip(case, checker_name, mode, str(e)))
+                    if progress:
+                        progress.advance()
+                continue
             for mode in case.modes:
                 if progress:
                     progress.update(f"{label}: {mode}")

@@ -15,6 +15,7 @@ unregister a class, so that mode needs classes of its own.
 # skips the check without a word, and every ratio would read 1.0x.
 import contextlib
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -381,6 +382,10 @@ def _s2_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., R
             x = nnx.relu(self.dropout(self.bn(self.linear(x))))
             return self.linear_out(x)
 
+    # flax 0.11 made the model an argument of `Optimizer.update`; before, the
+    # optimizer held it (`update(grads)`). We measure both.
+    takes_model = "model" in inspect.signature(nnx.Optimizer.update).parameters
+
     @nnx.jit
     def train_step(model: Model, optimizer: Any, metrics: Any, x: Any, y: Any) -> Any:
         @jaxtyped(typechecker=checker)
@@ -389,7 +394,10 @@ def _s2_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., R
             return ((y_pred - y) ** 2).mean()
 
         loss, grads = nnx.value_and_grad(loss_fn)(model)
-        optimizer.update(model, grads)
+        if takes_model:
+            optimizer.update(model, grads)
+        else:
+            optimizer.update(grads)
         metrics.update(loss=loss)
         return loss
 
@@ -478,6 +486,15 @@ def _s3_define(checker: Any, preset: Preset) -> Any:
     import optax
     from flax.training import train_state
     from jaxtyping import Array, Float, PyTree, jaxtyped
+
+    from .._versions import installed, parse
+
+    found = installed("jaxtyping") or "0"
+    if parse(found) < (0, 3, 3):
+        raise Unavailable(
+            f"jaxtyping {found} can't resolve optax's `ArrayTree` forward reference "
+            "in a typechecked TrainState subclass (fixed in jaxtyping 0.3.3)"
+        )
 
     @jaxtyped(typechecker=checker)
     class State(train_state.TrainState):
