@@ -3,19 +3,20 @@ to call a construction an unflatten.
 
 JAX's C++ unflatten leaves no Python frame of its own: a constructor it calls sees,
 as its caller, the last Python frame before C++. We found (and test) that JAX's own
-Python code reaches that C++ unflatten almost only through the functions of one
-module, `jax._src.tree_util` (`tree_unflatten`, `tree_map`, `tree_map_with_path`,
-`unflatten` of its tree-with-values helpers, the Python mirror of a dataclass
-node's unflatten, ...): `jax.eval_shape`, `jit`'s first call, `grad`, `vmap`,
-`scan`, `device_put`, Flax NNX's and Equinox's partitioning all go through them.
+Python code reaches that C++ unflatten almost only through the functions of
+`jax._src.tree_util` (`tree_unflatten`, `tree_map`, `tree_map_with_path`, the Python
+mirror of a dataclass node's unflatten, ...) and, from jax 0.11 on,
+`jax._src.flattree` (`FlatTree.unflatten`): `jax.eval_shape`, `jit`'s first call,
+`grad`, `vmap`, `scan`, `device_put`, Flax NNX's and Equinox's partitioning all go
+through them.
 
 Two kinds of frame count:
 
-- `TREE`: a named function of `jax._src.tree_util`. Its generator expressions and
+- `TREE`: a named function of those two modules. Their generator expressions and
   lambdas are left out (`tree_map` calls the function you pass from its generator
-  expression: `jax.tree.map(MyClass, xs)` is a construction), and so are the two
-  functions of that module that call a function you pass from their own frame,
-  `tree_reduce` and the `__call__` of its hashable-callable shim.
+  expression: `jax.tree.map(MyClass, xs)` is a construction), and so are the
+  functions that call a function you pass from their own frame: `tree_reduce`, the
+  `__call__` of the hashable-callable shim, `FlatTree.map`/`map2`/`map3`/`filter`.
 - `DISPATCH`: a frame that calls a jitted function's C++ dispatch and nothing else
   of the user's: our `unflatten_safe(jitted)` wrapper and the runtime guard's
   (registered with `register_dispatch`), Equinox's `filter_jit` call path
@@ -42,8 +43,11 @@ NONE: Final = 0
 TREE: Final = 1
 DISPATCH: Final = 2
 
-# tree_util functions that call a function the user passed from their own frame.
-_CALLS_USER_CODE: Final = frozenset({"tree_reduce", "__call__"})
+# Functions of those modules that call a function the user passed from their own
+# frame (`FlatTree.map(f)` calls `f` directly).
+_CALLS_USER_CODE: Final = frozenset(
+    {"tree_reduce", "__call__", "map", "map2", "map3", "filter"}
+)
 # Library functions that only dispatch a jitted call, found by identity once their
 # module is imported: (module, attribute path).
 _LIBRARY_DISPATCH: Final = (
@@ -55,7 +59,7 @@ _PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
 
 _dispatch_codes: set[CodeType] = set()
 _kinds: dict[CodeType, int] = {}
-_tree_util_file: str | None = None
+_tree_files: tuple[str, ...] | None = None
 
 
 def register_dispatch(fn: Any) -> Any:
@@ -66,13 +70,16 @@ def register_dispatch(fn: Any) -> Any:
     return fn
 
 
-def _tree_util() -> str:
-    global _tree_util_file
-    if _tree_util_file is None:
+def _tree_code_files() -> tuple[str, ...]:
+    global _tree_files
+    if _tree_files is None:
         from jax._src import tree_util
 
-        _tree_util_file = tree_util.__file__
-    return _tree_util_file
+        # From jax 0.11 on, `FlatTree` (what `grad`, `vjp` and `linearize` rebuild
+        # their outputs with) lives in its own module next to `tree_util`.
+        flattree = os.path.join(os.path.dirname(tree_util.__file__), "flattree.py")
+        _tree_files = (tree_util.__file__, flattree)
+    return _tree_files
 
 
 def _classify(code: CodeType) -> int:
@@ -80,7 +87,7 @@ def _classify(code: CodeType) -> int:
         return DISPATCH
     filename = code.co_filename
     name = code.co_name
-    if filename == _tree_util():
+    if filename in _tree_code_files():
         if name.startswith("<") or name in _CALLS_USER_CODE:
             return NONE
         return TREE
