@@ -33,6 +33,9 @@ __all__ = ["patch"]
 # (module, class in it or "", function)
 _TARGETS: Final = (
     ("jax._src.interpreters.partial_eval", "", "trace_to_jaxpr"),
+    # What `pjit` traces with before jax 0.10.
+    ("jax._src.interpreters.partial_eval", "", "trace_to_jaxpr_dynamic"),
+    ("jax._src.interpreters.partial_eval", "", "trace_to_jaxpr_dynamic2"),
     ("jax._src.interpreters.pxla", "", "lower_sharding_computation"),
     ("jax._src.interpreters.pxla", "", "lower_parallel_callable"),
     ("jax._src.interpreters.pxla", "MeshComputation", "compile"),
