@@ -332,12 +332,18 @@ def _kind_of_code(code: CodeType) -> int:
     return _PLAIN
 
 
-def _classify(code: CodeType) -> int:
+def remember(kinds: dict[CodeType, int], code: CodeType) -> int:
+    """`_kind_of_code(code)`, memoised in `kinds` (bounded: a program that makes code
+    objects without end must not grow it without end). The profiler keeps its own."""
     kind = _kind_of_code(code)
-    if len(_kinds) >= _MAX_KINDS:
-        _kinds.clear()
-    _kinds[code] = kind
+    if len(kinds) >= _MAX_KINDS:
+        kinds.clear()
+    kinds[code] = kind
     return kind
+
+
+def _classify(code: CodeType) -> int:
+    return remember(_kinds, code)
 
 
 def _qualified(obj: Any) -> str:

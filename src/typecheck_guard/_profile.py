@@ -70,7 +70,6 @@ class Record(NamedTuple):
 # --- what we recognise -------------------------------------------------------------
 
 _kinds: dict[CodeType, int] = {}
-_MAX_KINDS: Final = 50_000
 _jitted_codes: dict[CodeType, str] = {}  # Jitted.__call__ / _GuardedCall.__call__
 _skip_dirs: tuple[str, ...] = ()  # checker libraries and us: not "the caller"
 _checker_dirs: tuple[str, ...] = ()
@@ -121,21 +120,8 @@ def _prepare() -> None:
     _kinds.clear()
 
 
-def _kind_of_code(code: CodeType) -> int:
-    kind = _detect._kind_of_code(code)
-    if kind == _detect._BEARTYPE and code.co_name == "<module>":
-        # beartype runs the module code of each wrapper it generates, once, while
-        # decorating: no check.
-        return _detect._PLAIN
-    return kind
-
-
 def _classify(code: CodeType) -> int:
-    kind = _kind_of_code(code)
-    if len(_kinds) >= _MAX_KINDS:
-        _kinds.clear()
-    _kinds[code] = kind
-    return kind
+    return _detect.remember(_kinds, code)
 
 
 def _is_pytree_check(code: CodeType) -> bool:
@@ -277,7 +263,7 @@ def _jaxtyping_info(frame: FrameType) -> tuple[str, bool]:
         # A checker's layer by its code (typeguard 2's `wrapper` is renamed by
         # `functools.wraps`), else as `peel` knows it.
         code = getattr(layer, "__code__", None)
-        kind = _kind_of_code(code) if code is not None else _detect._PLAIN
+        kind = _detect._kind_of_code(code) if code is not None else _detect._PLAIN
         name = _detect._CHECKER_NAMES[kind] if kind else None
         for found in (name, *peel(layer).checkers[:1]):
             if found is not None and found not in checkers:
@@ -551,7 +537,7 @@ def _state() -> _Thread:
 def _on_start(code: CodeType, offset: int) -> Any:
     kind = _kinds.get(code)
     if kind is None:
-        kind = _kind_of_code(code)
+        kind = _detect._kind_of_code(code)
         if not kind:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind

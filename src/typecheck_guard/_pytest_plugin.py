@@ -184,35 +184,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _mode(config: pytest.Config) -> str:
-    value = getattr(config.known_args_namespace, "typecheck_guard", None)
+def _choice(
+    config: pytest.Config, name: str, choices: Any, default: str, message: str
+) -> str:
+    """The option `name` (command line first, then the ini value, then `default`);
+    an ini value outside `choices` is a usage error saying so (`message`)."""
+    value = getattr(config.known_args_namespace, name, None)
     if value is None:
-        value = config.getoption("typecheck_guard", None)
+        value = config.getoption(name, None)
     if value is None:
-        value = str(config.getini("typecheck_guard")).strip().strip("'\"") or "off"
-        if value not in MODES:
+        value = str(config.getini(name)).strip().strip("'\"") or default
+        if value not in choices:
             raise pytest.UsageError(
-                BAD_INI.format(value=value, inifile=config.inipath or "the ini file")
+                message.format(value=value, inifile=config.inipath or "the ini file")
             )
     return value
+
+
+def _mode(config: pytest.Config) -> str:
+    return _choice(config, "typecheck_guard", MODES, "off", BAD_INI)
 
 
 def _callbacks_mode(config: pytest.Config) -> str:
-    value = getattr(config.known_args_namespace, "typecheck_guard_callbacks", None)
-    if value is None:
-        value = config.getoption("typecheck_guard_callbacks", None)
-    if value is None:
-        value = (
-            str(config.getini("typecheck_guard_callbacks")).strip().strip("'\"")
-            or "allow"
-        )
-        if value not in CALLBACK_MODES:
-            raise pytest.UsageError(
-                BAD_CALLBACKS_INI.format(
-                    value=value, inifile=config.inipath or "the ini file"
-                )
-            )
-    return value
+    return _choice(
+        config, "typecheck_guard_callbacks", CALLBACK_MODES, "allow", BAD_CALLBACKS_INI
+    )
 
 
 def _wants_install(config: pytest.Config) -> bool:
