@@ -405,3 +405,25 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
             "* test_steps.py::test_few",
         ]
     )
+
+
+def test_profile_counts_checker_wrappers_that_are_equal_code_objects():
+    # beartype's wrappers of two functions with one signature are equal code objects
+    # (code compares by value): on 3.12+ each needs its own return event, or the
+    # second function's first check never ends and swallows the checks after it.
+    from beartype import beartype
+
+    def make():
+        @beartype
+        def scale(x: float) -> float:
+            return 2 * x
+
+        return scale
+
+    first, second = make(), make()
+    first(1.0), second(1.0)  # beartype's one-time setup, outside the profile
+    with typecheck_guard.profile() as prof:
+        for _ in range(3):
+            first(1.0)
+            second(1.0)
+    assert sum(s.count for s in prof.sites if s.when == "eager") == 6

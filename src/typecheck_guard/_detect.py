@@ -64,6 +64,7 @@ from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
 from ._errors import PRIVATE_API_CHANGED
+from ._monitoring import Monitor
 
 __all__ = ["Check", "Window", "prepare"]
 
@@ -598,7 +599,7 @@ class Window:
 def _watch_body(code: CodeType) -> None:
     """From now on, see `code` start and return: it is a checked function's body."""
     _kinds[code] = _BODY
-    if monitoring and _tool is not None and not _instrument(code):
+    if monitoring and _monitor.tool is not None and not _monitor.instrument(code):
         # `code` may have answered `DISABLE` to `PY_START` already (plain code, as
         # far as we knew): switch its events back on. Once per checked function.
         sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
@@ -615,29 +616,8 @@ monitoring = False
 _window: contextvars.ContextVar[Window | None] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
 )
-_tool: int | None = None
-# id -> code object that has `PY_RETURN` on. By identity: code objects compare
-# by value, and beartype's wrappers of two functions with one signature are equal
-# code objects (`_kinds` finds the one from the other), but each needs its events.
-_returning: dict[int, CodeType] = {}
+_monitor = Monitor("typecheck_guard")
 _TOOL_IDS: Final = (4, 3)  # the ids CPython leaves free (0-2 and 5 are named)
-
-
-def _instrument(code: CodeType) -> bool:
-    """Switch `PY_RETURN` on for this very code object; `True` if it already was.
-    `False` also when the guard was switched off meanwhile."""
-    if _returning.get(id(code)) is code:
-        return True
-    try:
-        sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
-            _tool,
-            code,
-            sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
-        )
-    except (TypeError, ValueError):  # the guard was switched off meanwhile
-        return False
-    _returning[id(code)] = code
-    return False
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
@@ -647,8 +627,7 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if kind == _PLAIN:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
-    if _returning.get(id(code)) is not code:
-        _instrument(code)
+    _monitor.instrument(code)
     window = _window.get()
     if window is not None:
         window._enter(sys._getframe(1), kind)
@@ -666,44 +645,21 @@ def _on_exit(code: CodeType, offset: int, value: Any) -> None:
 def start_monitoring() -> bool:
     """Switch to the `sys.monitoring` backend, where there is one (3.12+) and a tool
     id is free; `False` means "use `sys.setprofile`"."""
-    global monitoring, _tool
-    mon = getattr(sys, "monitoring", None)
-    if mon is None or monitoring:
-        return monitoring
-    for tool in _TOOL_IDS:
-        try:
-            mon.use_tool_id(tool, "typecheck_guard")
-        except ValueError:  # taken by another tool
-            continue
-        break
-    else:
-        return False
-    events = mon.events
-    mon.register_callback(tool, events.PY_START, _on_start)
-    mon.register_callback(tool, events.PY_RETURN, _on_exit)
-    mon.register_callback(tool, events.PY_UNWIND, _on_exit)
+    global monitoring
+    if monitoring:
+        return True
     # Only checker code stays in `_kinds` on this backend.
     _kinds.clear()
-    _tool = tool
-    mon.set_events(tool, events.PY_START | events.PY_UNWIND)
-    monitoring = True
-    return True
+    monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_exit)
+    return monitoring
 
 
 def stop_monitoring() -> None:
-    global monitoring, _tool
-    if _tool is None:
+    global monitoring
+    if _monitor.tool is None:
         return
-    mon = sys.monitoring  # pyright: ignore[reportAttributeAccessIssue]
-    tool, _tool = _tool, None
     monitoring = False
-    mon.set_events(tool, 0)
-    for code in _returning.values():
-        mon.set_local_events(tool, code, 0)
-    _returning.clear()
-    for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
-        mon.register_callback(tool, event, None)
-    mon.free_tool_id(tool)
+    _monitor.stop()
     _kinds.clear()
 
 

@@ -46,6 +46,7 @@ from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
 from . import _detect
+from ._monitoring import Monitor
 
 __all__ = ["Profile", "Site", "profile"]
 
@@ -522,8 +523,7 @@ def _bootstrap(frame: FrameType, event: str, arg: Any) -> None:
 # --- the sys.monitoring backend (3.12+) ----------------------------------------------
 
 _states: dict[int, _Thread] = {}
-_tool: int | None = None
-_returning: set[CodeType] = set()
+_monitor = Monitor("typecheck_guard.profile")
 
 
 def _state() -> _Thread:
@@ -541,18 +541,11 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if not kind:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
-        tool = _tool
-        if tool is None:  # stopped meanwhile
-            return None
-        try:
-            sys.monitoring.set_local_events(  # pyright: ignore[reportAttributeAccessIssue]
-                tool,
-                code,
-                sys.monitoring.events.PY_RETURN,  # pyright: ignore[reportAttributeAccessIssue]
-            )
-            _returning.add(code)
-        except (TypeError, ValueError):  # stopped meanwhile
-            return None
+    # Every time, not once per kind: an equal code object found in `_kinds` is
+    # another function's wrapper, with events of its own (`_monitoring.py`).
+    _monitor.instrument(code)
+    if _monitor.tool is None:  # stopped meanwhile
+        return None
     _state().enter(sys._getframe(1), code, kind)
     return None
 
@@ -565,42 +558,16 @@ def _on_exit(code: CodeType, offset: int, value: Any) -> None:
 
 
 def _start_monitoring() -> bool:
-    global _tool
-    mon = getattr(sys, "monitoring", None)
+    # The profiler's id first; the runtime guard asks for 4, then 3.
+    _kinds.clear()
+    mon: Any = getattr(sys, "monitoring", None)
     if mon is None:
         return False
-    # The profiler's id first; the runtime guard asks for 4, then 3.
-    for tool in (mon.PROFILER_ID, 3, 4):
-        try:
-            mon.use_tool_id(tool, "typecheck_guard.profile")
-        except ValueError:
-            continue
-        break
-    else:
-        return False
-    events = mon.events
-    mon.register_callback(tool, events.PY_START, _on_start)
-    mon.register_callback(tool, events.PY_RETURN, _on_exit)
-    mon.register_callback(tool, events.PY_UNWIND, _on_exit)
-    _kinds.clear()
-    _tool = tool
-    mon.set_events(tool, events.PY_START | events.PY_UNWIND)
-    return True
+    return _monitor.start((mon.PROFILER_ID, 3, 4), _on_start, _on_exit)
 
 
 def _stop_monitoring() -> None:
-    global _tool
-    if _tool is None:
-        return
-    mon = sys.monitoring  # pyright: ignore[reportAttributeAccessIssue]
-    tool, _tool = _tool, None
-    mon.set_events(tool, 0)
-    for code in _returning:
-        mon.set_local_events(tool, code, 0)
-    _returning.clear()
-    for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
-        mon.register_callback(tool, event, None)
-    mon.free_tool_id(tool)
+    _monitor.stop()
     _kinds.clear()
     _states.clear()
 
@@ -647,7 +614,7 @@ def _detach(recorder: Profile) -> None:
         _recorders = tuple(r for r in _recorders if r is not recorder)
         if _recorders:
             return
-        if _tool is not None:
+        if _monitor.tool is not None:
             _stop_monitoring()
         else:
             _on = False
