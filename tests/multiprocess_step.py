@@ -37,31 +37,6 @@ STEPS = 5  # cache-hit steps counted per run
 WATCHDOG = 100.0
 
 
-def make_classes(typecheck):
-    # Here, not from `device_step`: jaxtyping 0.2.x checks nothing in a dataclass
-    # whose annotations are strings (that module's `from __future__ import
-    # annotations`), and the bad construction below must fail on every version.
-    from flax import struct
-    from jaxtyping import Array, Float, Int, PyTree, jaxtyped
-
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Params:
-        w: Float[Array, "d h"]
-        b: Float[Array, " h"]
-
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class State:
-        params: Params
-        momentum: PyTree[Float[Array, "..."]]
-        step: Int[Array, ""]
-        names: tuple = struct.field(pytree_node=False, default=("w", "b"))
-        lr: float = struct.field(pytree_node=False, default=0.05)
-
-    return Params, State
-
-
 def start(process_id: int, port: int) -> None:
     if "jax_num_cpu_devices" in getattr(jax.config, "values", {}):
         jax.config.update("jax_num_cpu_devices", LOCAL_DEVICES)
@@ -200,6 +175,10 @@ def main() -> None:
     }
     for name in ("beartype", "typeguard"):
         typecheck = checker(name)
+        # The seed state of the 8-device test, defined here after `install()` when
+        # the run installs.
+        from device_step import make_classes
+
         classes = make_classes(typecheck)
         if mode == "install":
             import typecheck_guard
