@@ -436,3 +436,38 @@ def test_filter_jit_and_nnx_jit_rebuild_placeholders_in_a_block(jit, form, typec
                 s = step(s)
     assert typecheck.calls == 0
     assert float(s.x[0]) == 7.0
+
+
+def test_a_construction_inside_another_class_unflatten_is_checked(typecheck):
+    # Row 4 is about the class the unflatten function was registered for. An
+    # unflatten that builds some other checked object from its children is user code
+    # making a construction: checked, as without the plugin.
+    class Inner:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, "3"]):
+            self.x = x
+
+    jax.tree_util.register_pytree_node(
+        Inner, lambda i: ((i.x,), None), lambda _, c: Inner(*c)
+    )
+
+    class Outer:  # checked too, so that its own unflatten is guarded
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, inner: object):
+            self.inner = inner
+
+    def outer_unflatten(aux, children):
+        # Rebuilds `inner` from the leaf: a construction of Inner.
+        return Outer(Inner(children[0]))
+
+    jax.tree_util.register_pytree_node(
+        Outer, lambda o: ((o.inner.x,), None), outer_unflatten
+    )
+    outer = Outer(Inner(jnp.ones(3)))
+    jax.tree.map(lambda v: v, outer)
+    with pytest.raises(typecheck.errors):  # without the plugin
+        jax.tree.map(lambda v: jnp.ones(4), outer)
+    with typecheck_guard.unflatten_safe():
+        jax.tree.map(lambda v: v, outer)
+        with pytest.raises(typecheck.errors):
+            jax.tree.map(lambda v: jnp.ones(4), outer)

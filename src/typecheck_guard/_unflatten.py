@@ -81,8 +81,11 @@ class _Dispatch(threading.local):
 # runs on every call of the user's step.
 _dispatch = _Dispatch()
 
-# Code objects of Python unflatten functions of registered classes.
-_unflatten_codes: set[Any] = set()
+# Code object of a registered Python unflatten function -> the classes registered
+# with it. A construction counts as an unflatten (row 4) only for those classes: an
+# unflatten that builds some other checked object from its children is user code
+# making a construction. Weak sets: we must not keep classes alive.
+_unflatten_codes: dict[Any, weakref.WeakSet[type]] = {}
 # class -> the keyword names JAX's C++ unflatten passes to `cls(**fields)`, for
 # classes registered with `jax.tree_util.register_dataclass`. Weak, as below.
 _fields: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
@@ -179,9 +182,15 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
             return unchecked(*args, **kwargs)  # row 2
         caller = getframe(1)
         code = caller.f_code
-        if code in unflatten_codes:
+        unflattened = unflatten_codes.get(code)
+        if unflattened is not None:
             outer = caller.f_back
-            if outer is not None and kind(outer.f_code) is not NONE:
+            if (
+                args
+                and type(args[0]) in unflattened
+                and outer is not None
+                and kind(outer.f_code) is not NONE
+            ):
                 return run_unchecked(state, args, kwargs)  # row 4
         elif (
             is_init
@@ -263,12 +272,6 @@ def _sync() -> None:
     from ._verdict import cacheable
 
     with _lock:
-        try:
-            from chex._src import dataclass as chex_dataclass
-
-            _unflatten_codes.add(chex_dataclass._dataclass_unflatten.__code__)
-        except ImportError:
-            pass
         items = registry_items()
         for cls, entry in items[_seen:]:
             record = describe(cls, entry)
@@ -284,7 +287,7 @@ def _sync() -> None:
             else:
                 code = _code_of(unflatten)
                 if code is not None:
-                    _unflatten_codes.add(code)
+                    _unflatten_codes.setdefault(code, weakref.WeakSet()).add(cls)
             _guard_class(cls, calls_on_unflatten(record.registration))
             # Decide now, at block entry, what the verdict cache may serve for this
             # class, rather than during the first dispatch.
