@@ -6,7 +6,7 @@
     nox -s oldest       # the oldest supported release of each library, Python 3.10
     nox -s typeguard4   # the newest releases with typeguard 4.x: tests marked typeguard4
 
-The oldest versions are read from `typecheck_guard._versions.SUPPORTED`, the same
+The oldest versions are read from `typecheck_guard._compat._versions.SUPPORTED`, the same
 table each part of the package checks when it starts, so the range we claim is the
 range we test. Add `-r` (`--reuse-existing-virtualenvs`) to skip reinstalling on a
 second run.
@@ -54,7 +54,7 @@ def interpreter(version: str) -> str:
 
 def supported() -> dict[str, tuple[str, str | None]]:
     """`_versions.SUPPORTED`, read without importing the package (or jax)."""
-    tree = ast.parse((ROOT / "src/typecheck_guard/_versions.py").read_text())
+    tree = ast.parse((ROOT / "src/typecheck_guard/_compat/_versions.py").read_text())
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.AnnAssign)

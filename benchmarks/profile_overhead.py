@@ -32,8 +32,8 @@ import time
 from typing import Any
 
 import typecheck_guard
-from typecheck_guard._bench._measure import jaxtyping_disabled
-from typecheck_guard._bench._scenarios import (
+from typecheck_guard._tools._bench._measure import jaxtyping_disabled
+from typecheck_guard._tools._bench._scenarios import (
     PRESETS,
     _eager_prepare,
     load_checker,
@@ -91,7 +91,7 @@ def measure(
 def _checker_alone(checker: Any, leaves: int) -> Any:
     """The eager call, checked by the checker alone (no `@jaxtyped` around it): on
     Python 3.11 the profiler then watches every call inside the check (the fast path
-    is jaxtyping's, see `typecheck_guard/_profile.py`)."""
+    is jaxtyping's, see `typecheck_guard/_profile/_engine.py`)."""
     import jax.numpy as jnp
     from jaxtyping import Array, Float, PyTree
 

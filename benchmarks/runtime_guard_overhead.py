@@ -23,7 +23,7 @@ import time
 import warnings
 
 import typecheck_guard
-from typecheck_guard import _jitwrap, _watch
+from typecheck_guard._guard import _jitwrap, _watch
 
 
 def _per_call(fn, args, calls: int) -> float:

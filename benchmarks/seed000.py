@@ -10,12 +10,12 @@ overhead that typechecking adds at dispatch time. Modes:
 - with unflatten_safe(): around the loop;
 - install(): the class defined after `typecheck_guard.install()`.
 
-The scenario is the package's own (`typecheck_guard._bench`, scenario S0 of
+The scenario is the package's own (`typecheck_guard._tools._bench`, scenario S0 of
 `typecheck-guard bench`, which also runs it under typeguard and next to the other
 seeds): each mode is measured interleaved with its baseline in one process (A, B, A,
 B, ...), and we report the median of the per-round ratios: the machine is shared
 and noisy, absolute times are not stable, ratios measured side by side are. See
-`src/typecheck_guard/_bench/README.md`.
+`src/typecheck_guard/_tools/_bench/README.md`.
 
 We also report `jax.tree.unflatten` of the state (the held-out tree operation: no
 jit), checked under `with unflatten_safe()` relative to `jaxtyping_disable`, and the
@@ -37,8 +37,8 @@ import jax.numpy as jnp
 from beartype import beartype
 
 import typecheck_guard
-from typecheck_guard._bench._measure import interleaved
-from typecheck_guard._bench._scenarios import mode_context, s0_prepare
+from typecheck_guard._tools._bench._measure import interleaved
+from typecheck_guard._tools._bench._scenarios import mode_context, s0_prepare
 
 MODES = {
     "no plugin": "none",
@@ -69,7 +69,7 @@ def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
 def tree_unflatten_ratio(leaves: int, rounds: int, calls: int) -> dict[str, float]:
     """`jax.tree.unflatten` of the S0 state (a tree operation, no jit): checked
     under each mode relative to `jaxtyping_disable`."""
-    from typecheck_guard._bench._scenarios import _s0_define, _s0_state
+    from typecheck_guard._tools._bench._scenarios import _s0_define, _s0_state
 
     Node, _ = _s0_define(beartype)
     leaves_, treedef = jax.tree.flatten(_s0_state(Node, leaves))

@@ -35,7 +35,7 @@ def pytest_report_header() -> str:
 def _lookups() -> tuple[Callable[[type], str | None], Callable[[type], str | None]]:
     # Private functions: this script is a development tool that lives with the
     # source. They moved between modules once; we accept either home.
-    for name in ("typecheck_guard._routes", "typecheck_guard._register"):
+    for name in ("typecheck_guard._adapt._records", "typecheck_guard._adapt._register"):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -49,7 +49,7 @@ def pytest_unconfigure() -> None:
     path = os.environ.get("TYPECHECK_GUARD_UPSTREAM_REPORT")
     if not path:
         return
-    from typecheck_guard._jaxcompat import registry_items
+    from typecheck_guard._compat._jax import registry_items
 
     # JAX's registry keeps every registered class alive, including those a test
     # defined locally: looking once, at the end, sees them all. (Our own tables

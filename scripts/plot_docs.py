@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typecheck_guard._bench._report import plot
-from typecheck_guard._bench._run import SweepPoint
+from typecheck_guard._tools._bench._report import plot
+from typecheck_guard._tools._bench._run import SweepPoint
 
 IMAGES = Path(__file__).parents[1] / "docs" / "images"
 

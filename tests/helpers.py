@@ -9,7 +9,7 @@ from flax import struct
 # module's globals, and silently checks nothing when it can't.
 from jaxtyping import Array, Float, jaxtyped
 
-from typecheck_guard import _versions
+from typecheck_guard._compat import _versions
 
 
 def _too_old(package: str, version: str) -> tuple[bool, str]:

@@ -10,7 +10,11 @@ import pytest
 from flax import struct
 
 import typecheck_guard
-from typecheck_guard import _jaxcompat, _jaxtypingcompat, _versions
+from typecheck_guard._compat import (
+    _jax as _jaxcompat,
+    _jaxtyping as _jaxtypingcompat,
+    _versions,
+)
 
 
 def test_register_dataclass_on_a_non_class():
@@ -144,7 +148,7 @@ def test_failed_registration_leaves_no_trace():
         typecheck_guard.register_dataclass(cls, data_fields=["x"], meta_fields=[])
     typecheck_guard.register_dataclass(cls)
     assert (
-        typecheck_guard._register.adapted_how(cls)
+        typecheck_guard._adapt._register.adapted_how(cls)
         == "typecheck_guard.register_dataclass"
     )
 

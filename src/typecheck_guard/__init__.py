@@ -3,7 +3,18 @@
 Importing this package does not import jax, flax or equinox.
 """
 
-from ._inspect import UnadaptedClass as UnadaptedClass, unadapted as unadapted
+from ._adapt._register import register_dataclass as register_dataclass
+from ._adapt._unadapted import UnadaptedClass as UnadaptedClass, unadapted as unadapted
+from ._cache._pytree import (
+    PyTreeCacheInfo as PyTreeCacheInfo,
+    cache_pytree_checks as cache_pytree_checks,
+    clear_pytree_cache as clear_pytree_cache,
+    pytree_cache_info as pytree_cache_info,
+)
+from ._guard._runtime import (
+    RuntimeTypecheckError as RuntimeTypecheckError,
+    runtime_checks as runtime_checks,
+)
 from ._install import (
     PartsDisabledWarning as PartsDisabledWarning,
     UnadaptedClassesWarning as UnadaptedClassesWarning,
@@ -11,18 +22,7 @@ from ._install import (
     installed as installed,
     uninstall as uninstall,
 )
-from ._profile import Profile as Profile, profile as profile
-from ._pytree_cache import (
-    PyTreeCacheInfo as PyTreeCacheInfo,
-    cache_pytree_checks as cache_pytree_checks,
-    clear_pytree_cache as clear_pytree_cache,
-    pytree_cache_info as pytree_cache_info,
-)
-from ._register import register_dataclass as register_dataclass
-from ._runtime import (
-    RuntimeTypecheckError as RuntimeTypecheckError,
-    runtime_checks as runtime_checks,
-)
-from ._unflatten import unflatten_safe as unflatten_safe
+from ._profile._api import Profile as Profile, profile as profile
+from ._unflatten._safe import unflatten_safe as unflatten_safe
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 """`python -m typecheck_guard`: the `typecheck-guard` command."""
 
-from ._cli import main
+from ._tools._cli import main
 
 raise SystemExit(main())

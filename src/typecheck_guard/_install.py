@@ -30,9 +30,6 @@ class PartsDisabledWarning(UserWarning):
 _lock = threading.RLock()
 _stack: contextlib.ExitStack | None = None
 
-# Extra parts of `install()` contributed by other modules: name -> start(stack).
-_parts: dict[str, Callable[[contextlib.ExitStack], None]] = {}
-
 # What each part does, for the message that says it is off.
 _WHAT: dict[str, str] = {
     "jax": "classes registered through jax.tree_util.register_dataclass, "
@@ -103,20 +100,19 @@ def install(*, pytree_cache: bool = True) -> None:
     with _lock:
         if _stack is not None:
             return
-        from ._adapters import _chex, _jax
+        from ._adapt import _chex, _jax
+        from ._cache import _pytree
         from ._errors import INSTALL_REFUSED, PARTS_DISABLED, Unsupported
 
         # Each part checks the versions and internals it relies on when it starts,
         # and one that can't work is left off: an old chex must not cost a user the
         # flax adapters. We report every problem at once, not the first one.
-        wanted = {"pytree_cache": pytree_cache}
         parts: dict[str, Callable[[contextlib.ExitStack], None]] = {
             "jax": _jax.patch,
             "chex": _chex.patch,
         }
-        parts.update(
-            (name, start) for name, start in _parts.items() if wanted.get(name, True)
-        )
+        if pytree_cache:
+            parts["pytree_cache"] = _pytree.start
         off: dict[str, str] = {}
         stack = contextlib.ExitStack()
         try:
@@ -140,7 +136,7 @@ def install(*, pytree_cache: bool = True) -> None:
         )
     if "jax" in off:
         return  # we can't read JAX's registry either
-    from ._inspect import unadapted
+    from ._adapt._unadapted import unadapted
 
     left = unadapted()
     if left:
@@ -166,7 +162,7 @@ def uninstall() -> None:
     """
     global _stack
     with _lock:
-        from ._unflatten import unguard_all
+        from ._unflatten._safe import unguard_all
 
         if _stack is not None:
             stack, _stack = _stack, None

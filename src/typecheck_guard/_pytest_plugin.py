@@ -33,11 +33,11 @@ from typing import Any, Final
 
 import pytest
 
-from . import _watch
-from ._watch import Site, Tally
+from ._guard import _watch
+from ._guard._watch import Site, Tally
 
 # `--typecheck-guard-profile` is its own plugin module, loaded with this one.
-pytest_plugins = ["typecheck_guard._profile_pytest"]
+pytest_plugins = ["typecheck_guard._profile._pytest"]
 
 MODES: Final = ("off", "warn", "strict")
 CALLBACK_MODES: Final = ("allow", "warn", "strict")
@@ -251,7 +251,7 @@ def _start(config: pytest.Config) -> None:
     if mode == "off":
         return
     callbacks = _callbacks_mode(config)
-    from . import _jitwrap
+    from ._guard import _jitwrap
 
     _jitwrap.acquire()
     recorder = _Recorder(mode, callbacks)
@@ -288,7 +288,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     del config.stash[_RECORDER]
     _watch.remove_sink(recorder)
-    from . import _jitwrap
+    from ._guard import _jitwrap
 
     _jitwrap.release()
 

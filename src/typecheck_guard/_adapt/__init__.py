@@ -1,0 +1,1 @@
+"""How `install()` registers classes (see README.md)."""

@@ -1,0 +1,361 @@
+"""Registering a dataclass-like class with a generated, `__new__`-based pair of
+flatten/unflatten functions: `typecheck_guard.register_dataclass`, and what
+`install()` does to every `jax.tree_util.register_dataclass` call."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools as ft
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar, overload
+
+from .._errors import (
+    ALREADY_ADAPTED_FIX,
+    ALREADY_DATACLASS_FIX,
+    ALREADY_OTHER_FIX,
+    ALREADY_REGISTERED,
+    FIELD_MISMATCH,
+    NO_RESTORE,
+    NOT_A_CLASS,
+    NOT_A_DATACLASS,
+    NOT_NAMES,
+    ONE_OF_FIELDS,
+    OVERLAP,
+    UNKNOWN_DROP,
+)
+from ._codegen import Restore, generate_dataclass_functions
+from ._records import (
+    FLAX_STRUCT,
+    adapted_how as adapted_how,
+    lock as _lock,
+    mark_adapted,
+    mark_refused,
+    record_route,
+    refused_why as refused_why,
+    registration_of,
+)
+from ._rule import dataclass_refusal
+
+__all__ = ["adapted_how", "refused_why", "register_dataclass"]
+
+_T = TypeVar("_T", bound=type)
+
+
+class Plan(NamedTuple):
+    data_fields: tuple[str, ...]
+    meta_fields: tuple[str, ...]
+    restore: dict[str, Restore]
+    missing_default: tuple[tuple[str, str], ...]  # (field name, why not flattened)
+    order: tuple[str, ...]  # the dataclass field order, which __init__ writes in
+
+
+def _plural(names: set[str]) -> tuple[str, str]:
+    return ", ".join(sorted(map(repr, names))), ("are" if len(names) > 1 else "is")
+
+
+def _slotted(cls: type) -> bool:
+    """Whether the dataclass that generated `cls.__init__` was made with
+    `slots=True` (Python 3.12+ records it; before, such a class has `__slots__`)."""
+    owner = next((k for k in cls.__mro__ if "__init__" in vars(k)), cls)
+    params = vars(owner).get("__dataclass_params__")
+    return getattr(params, "slots", "__slots__" in vars(owner))
+
+
+def _names(cls: str, arg: str, value: Any) -> tuple[str, ...]:
+    """`value` as a tuple of field names, or a message naming `cls` and `arg`."""
+    if isinstance(value, str):
+        raise TypeError(
+            NOT_NAMES.format(
+                cls=cls, arg=arg, got=f"the string {value!r}", fix=f"{arg}=[{value!r}]"
+            )
+        )
+    try:
+        names = tuple(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(
+            NOT_NAMES.format(
+                cls=cls,
+                arg=arg,
+                got=f"{value!r} of type {type(value).__name__}",
+                fix=f"{arg}=['x', 'y']",
+            )
+        ) from None
+    return names
+
+
+def plan(
+    cls: Any,
+    data_fields: Sequence[str] | None,
+    meta_fields: Sequence[str] | None,
+    drop_fields: Sequence[str],
+) -> Plan:
+    """Validate the arguments the way `jax.tree_util.register_dataclass` does, with
+    messages that name the class, and work out how unflatten fills every field."""
+    if not isinstance(cls, type):
+        raise TypeError(
+            NOT_A_CLASS.format(obj=cls, name=getattr(cls, "__name__", "MyClass"))
+        )
+    name = cls.__qualname__
+    if data_fields is None or meta_fields is None:
+        if (data_fields is None) != (meta_fields is None):
+            raise TypeError(
+                ONE_OF_FIELDS.format(
+                    cls=name,
+                    data_fields=data_fields,
+                    meta_fields=meta_fields,
+                    missing="data_fields" if data_fields is None else "meta_fields",
+                )
+            )
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(NOT_A_DATACLASS.format(cls=name))
+        fields = dataclasses.fields(cls)
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    data_fields = _names(name, "data_fields", data_fields)
+    meta_fields = _names(name, "meta_fields", meta_fields)
+    drop_fields = _names(name, "drop_fields", drop_fields)
+    restore: dict[str, Restore] = {}
+    missing: list[tuple[str, str]] = []
+    if dataclasses.is_dataclass(cls):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if unknown := set(drop_fields) - set(fields):
+            names, verb = _plural(unknown)
+            raise ValueError(
+                UNKNOWN_DROP.format(
+                    cls=name, names=names, verb=verb, fields=", ".join(fields) or "none"
+                )
+            )
+        init_fields = {n for n, f in fields.items() if f.init} - set(drop_fields)
+        listed = {*data_fields, *meta_fields}
+        if listed != init_fields:
+            details = ""
+            if absent := init_fields - listed:
+                names, _ = _plural(absent)
+                details += (
+                    f" Missing: {names} (list them, or pass "
+                    f"drop_fields=[{names}] to leave them to their defaults)."
+                )
+            if unexpected := listed - init_fields:
+                names, _ = _plural(unexpected)
+                not_fields = unexpected - set(fields)
+                not_init = unexpected & {n for n, f in fields.items() if not f.init}
+                details += f" Unexpected: {names}"
+                if not_fields:
+                    details += f" ({_plural(not_fields)[0]} not a field of {name})"
+                details += "."
+                if not_init:
+                    # JAX infers data fields the same way and fails the same way; we
+                    # say why, and what to write.
+                    init_names, verb = _plural(not_init)
+                    details += (
+                        f" {init_names} {verb} declared with init=False, so it can't "
+                        "be passed to __init__: leave it out of data_fields and "
+                        "meta_fields (pass both explicitly), and unflatten sets it "
+                        "to its default."
+                    )
+            raise ValueError(FIELD_MISMATCH.format(cls=name, details=details))
+        slotted = _slotted(cls)
+        for field_name, f in fields.items():
+            if field_name in listed:
+                continue
+            why = "init=False" if not f.init else "in drop_fields"
+            if f.default is not dataclasses.MISSING:
+                if not f.init and not slotted:
+                    # The generated `__init__` of a class without slots leaves such a
+                    # field unset: the class attribute holds its default
+                    # (`dataclasses._field_init`). So do we, or `vars()` would
+                    # differ from JAX's unflatten.
+                    continue
+                restore[field_name] = Restore(value=f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                restore[field_name] = Restore(factory=f.default_factory)
+            else:
+                missing.append((field_name, why))
+    if overlap := set(data_fields) & set(meta_fields):
+        names, verb = _plural(overlap)
+        raise ValueError(OVERLAP.format(cls=name, names=names, verb=verb))
+    order = (
+        tuple(f.name for f in dataclasses.fields(cls))
+        if dataclasses.is_dataclass(cls)
+        else (*data_fields, *meta_fields)
+    )
+    return Plan(data_fields, meta_fields, restore, tuple(missing), order)
+
+
+def _already_registered(cls: type) -> str:
+    """The message for registering `cls` twice: who registered it, and what to do."""
+    from .._compat._jax import registry
+    from ._records import is_dataclass_entry
+
+    how = adapted_how(cls)
+    if how is not None:
+        by, fix = f"by {how}", ALREADY_ADAPTED_FIX
+    else:
+        entry = registry().get(cls)
+        by = f"by {registration_of(cls, entry)}"
+        fix = ALREADY_DATACLASS_FIX if is_dataclass_entry(entry) else ALREADY_OTHER_FIX
+    return ALREADY_REGISTERED.format(cls=cls.__qualname__, by=by, fix=fix)
+
+
+def adapt(cls: type, p: Plan, how: str) -> None:
+    """Register `cls` with JAX through generated `__new__`-based functions."""
+    from jax._src.tree_util import register_pytree_with_keys
+
+    from .._compat._jax import registry
+
+    with _lock:
+        if cls in registry():
+            raise ValueError(_already_registered(cls))
+        fns = generate_dataclass_functions(
+            cls, p.data_fields, p.meta_fields, p.restore, p.order
+        )
+        register_pytree_with_keys(
+            cls, fns.flatten_with_keys, fns.unflatten, flatten_func=fns.flatten
+        )
+        mark_adapted(cls, how)
+
+
+@overload
+def register_dataclass(
+    nodetype: None = None,
+    data_fields: Sequence[str] | None = None,
+    meta_fields: Sequence[str] | None = None,
+    drop_fields: Sequence[str] = (),
+) -> Callable[[_T], _T]: ...
+
+
+@overload
+def register_dataclass(
+    nodetype: _T,
+    data_fields: Sequence[str] | None = None,
+    meta_fields: Sequence[str] | None = None,
+    drop_fields: Sequence[str] = (),
+) -> _T: ...
+
+
+def register_dataclass(
+    nodetype: Any = None,
+    data_fields: Sequence[str] | None = None,
+    meta_fields: Sequence[str] | None = None,
+    drop_fields: Sequence[str] = (),
+) -> Any:
+    """Register a dataclass as a pytree node that unflattens without `__init__`.
+
+    Same signature and field inference as `jax.tree_util.register_dataclass`: fields
+    are data fields unless marked `dataclasses.field(metadata=dict(static=True))`,
+    keypaths are one `jax.tree_util.GetAttrKey` per data field in the same order, and
+    meta fields are kept in the treedef. The difference: unflattening creates the
+    instance with `object.__new__` and sets the fields directly, so a typechecked
+    `__init__` (or `__post_init__`) is not run again after every jitted call.
+
+    Fields that are not flattened (`drop_fields`, `init=False`) are set as the
+    dataclass-generated `__init__` sets them (their default or `default_factory()`),
+    and fields are written in field order. `__post_init__` is not called on
+    unflatten: the values being restored are those of an object that was already
+    constructed (or traced).
+
+    Calling this is your opt-in to `__new__` semantics for `nodetype`, whatever its
+    `__init__`, `__post_init__` or `__new__` do. `typecheck_guard.install()` is
+    stricter: it adapts a class only when this builds exactly what JAX's own
+    `cls(**fields)` builds, and leaves every other class to JAX (see
+    `typecheck_guard.unadapted()`).
+
+    **Arguments:**
+
+    - `nodetype`: the class. Omit it to use `register_dataclass(...)` as a decorator
+        factory.
+    - `data_fields`, `meta_fields`: field names; both or neither.
+    - `drop_fields`: dataclass fields left out of the pytree.
+
+    **Returns:**
+
+    `nodetype`, unchanged, so that this can be used as a decorator.
+
+    !!! Example
+
+        ```python
+        @typecheck_guard.register_dataclass
+        @dataclasses.dataclass
+        class State:
+            params: Float[Array, "n"]
+            name: str = dataclasses.field(metadata=dict(static=True), default="s")
+        ```
+    """
+    __tracebackhide__ = True
+    if nodetype is None:
+        return ft.partial(
+            register_dataclass,
+            data_fields=data_fields,
+            meta_fields=meta_fields,
+            drop_fields=drop_fields,
+        )
+    p = plan(nodetype, data_fields, meta_fields, drop_fields)
+    if p.missing_default:
+        field_name, why = p.missing_default[0]
+        raise ValueError(
+            NO_RESTORE.format(cls=nodetype.__qualname__, name=field_name, why=why)
+        )
+    adapt(nodetype, p, "typecheck_guard.register_dataclass")
+    return nodetype
+
+
+def _once(value: Any) -> Any:
+    """`value` as a tuple when it is an iterable of names, else unchanged."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value
+
+
+def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
+    """The function `install()` puts in place of `jax.tree_util.register_dataclass`.
+
+    It adapts a class only when `_rule.dataclass_refusal` finds no reason not
+    to; every other class gets JAX's own registration, with the reason recorded.
+    """
+
+    @ft.wraps(original)
+    def register_dataclass(
+        nodetype: Any,
+        data_fields: Sequence[str] | None = None,
+        meta_fields: Sequence[str] | None = None,
+        drop_fields: Sequence[str] = (),
+    ) -> Any:
+        __tracebackhide__ = True
+        # Who called us names the route in `unadapted()`, `scan` and our messages.
+        caller = sys._getframe(1).f_globals.get("__name__")
+        route = FLAX_STRUCT if caller == "flax.struct" else how
+        # An iterator read once by us would reach JAX empty.
+        data_fields, meta_fields, drop_fields = map(
+            _once, (data_fields, meta_fields, drop_fields)
+        )
+        try:
+            p = plan(nodetype, data_fields, meta_fields, drop_fields)
+        except (TypeError, ValueError):
+            p = None
+        if p is None:
+            # Let JAX raise exactly the error it raised before install(), alone
+            # (raised here, outside the `except`, it has no `__context__`).
+            return original(nodetype, data_fields, meta_fields, drop_fields)
+        reason = dataclass_refusal(nodetype, p.missing_default)
+        if reason is None:
+            with _lock:
+                from .._compat._jax import registry
+
+                if nodetype not in registry():
+                    adapt(nodetype, p, route)
+                    return nodetype
+        out = original(nodetype, data_fields, meta_fields, drop_fields)
+        if reason is not None:
+            mark_refused(nodetype, route, reason)
+        else:
+            record_route(nodetype, route)
+        return out
+
+    register_dataclass.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
+    return register_dataclass

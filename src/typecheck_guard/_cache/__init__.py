@@ -1,0 +1,1 @@
+"""The `PyTree[...]` verdict cache (see README.md)."""

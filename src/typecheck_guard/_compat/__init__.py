@@ -1,0 +1,1 @@
+"""What we read of other libraries, by version (see README.md)."""

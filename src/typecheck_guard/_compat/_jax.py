@@ -1,0 +1,75 @@
+"""The few private pieces of JAX we read, behind one door, checked once.
+
+- `jax._src.tree_util._registry`: the Python mirror of the pytree registry, which
+  both `register_pytree_node` and `register_dataclass` fill. It is the only way to
+  list the classes registered before `install()`.
+- `jax._src.core.trace_ctx` / `eval_trace`: whether JAX is tracing right now, in
+  O(1) (`jax.core.trace_state_clean()` is public but walks more state).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .._errors import PRIVATE_API_CHANGED, Unsupported
+
+
+@functools.cache
+def _load() -> tuple[dict[type, Any], Any, Any]:
+    import jax
+    from jax._src import core, tree_util
+
+    from ._versions import check, spec
+
+    check("jax")
+    try:
+        registry = tree_util._registry
+        trace_ctx = core.trace_ctx
+        eval_trace = core.eval_trace
+        trace_ctx.trace  # noqa: B018
+    except AttributeError as e:
+        raise Unsupported(
+            PRIVATE_API_CHANGED.format(
+                what=f"jax._src internals ({e})",
+                package="jax",
+                found=jax.__version__,
+                supported=spec("jax"),
+            )
+        ) from None
+    if not isinstance(registry, dict):
+        raise Unsupported(
+            PRIVATE_API_CHANGED.format(
+                what="jax._src.tree_util._registry being a dict",
+                package="jax",
+                found=jax.__version__,
+                supported=spec("jax"),
+            )
+        )
+    return registry, trace_ctx, eval_trace
+
+
+def registry() -> dict[type, Any]:
+    """JAX's registry of custom pytree nodes: class -> entry with `from_iter`."""
+    return _load()[0]
+
+
+def registry_items() -> list[tuple[type, Any]]:
+    """A snapshot of `registry()`'s items, safe while other threads register classes.
+
+    `list(d.items())` builds a tuple per item, and an allocation can start a garbage
+    collection whose finalizers run Python code and switch threads: another thread
+    registering a class then fails us with "dictionary changed size during
+    iteration". `dict.copy()` of a dict keyed by classes runs no Python code.
+    """
+    return list(_load()[0].copy().items())
+
+
+def make_is_tracing():
+    """An O(1) function answering "is JAX tracing on this thread right now?"."""
+    _, trace_ctx, eval_trace = _load()
+
+    def is_tracing() -> bool:
+        return trace_ctx.trace is not eval_trace
+
+    return is_tracing

@@ -1,0 +1,1 @@
+"""The runtime guard: typechecks seen at dispatch time (see README.md)."""

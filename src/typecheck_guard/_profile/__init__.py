@@ -1,0 +1,1 @@
+"""The profiler: where a program's typecheck time goes (see README.md)."""

@@ -1,0 +1,186 @@
+"""What the profiler records: one `Record` per check as it finishes, one `Site` per
+row of the report, and the `Totals` a recorder keeps. Data only: the engine
+(`_engine.py`) fills them, the report (`_report.py`) formats them, and neither of
+those two imports the other."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Final, NamedTuple
+
+__all__ = ["WHENS", "Record", "Site", "Totals"]
+
+WHENS: Final = ("dispatch", "tree", "construction", "eager", "trace")
+
+
+class Record(NamedTuple):
+    """One check, as it finished."""
+
+    checked: str
+    checker: str
+    kind: str  # "constructor", "function" or "isinstance" (`_detect._kind_of`)
+    when: str
+    jitted: str | None
+    cls: type | None
+    pytree: bool  # a `PyTree[...]` check ran inside it
+    callback: bool  # reached inside a JAX host callback
+    thread: str
+    seconds: float
+
+
+class Site:
+    """One row of the profile: a checked class or function, the checker, how it was
+    reached (`when`) and, at dispatch, the jitted function."""
+
+    __slots__ = (
+        "checked",
+        "checker",
+        "kind",
+        "when",
+        "jitted",
+        "cls",
+        "count",
+        "seconds",
+        "first_calls",
+        "setup_seconds",
+        "pytree",
+        "callback",
+        "threads",
+        "tests",
+    )
+
+    def __init__(self, record: Record):
+        self.checked = record.checked
+        """`module.Class.__init__`, `module.function`, or `isinstance(..., PyTree)
+        in module.function`."""
+        self.checker = record.checker
+        """`"jaxtyping with beartype"`, `"typeguard"`, ..."""
+        self.kind = record.kind
+        """`"constructor"`, `"function"` or `"isinstance"`."""
+        self.when = record.when
+        """`"dispatch"`, `"tree"`, `"construction"`, `"eager"` or `"trace"`."""
+        self.jitted = record.jitted
+        """At dispatch: the jitted function, `jax.jit(module.step)`."""
+        self.cls = record.cls
+        self.count = 0
+        """Every check, the first call's included."""
+        self.seconds = 0.0
+        """All their time, the first call's included."""
+        self.first_calls = 0
+        """How many of them were the first check of their function in the run."""
+        self.setup_seconds = 0.0
+        """The time of those first checks (they include the checker's one-time
+        setup and cold caches)."""
+        self.pytree = False
+        self.callback = False
+        self.threads: set[str] = set()
+        self.tests: dict[str, float] = {}
+
+    @property
+    def steady_seconds(self) -> float:
+        return self.seconds - self.setup_seconds
+
+    @property
+    def per_check(self) -> float:
+        """Seconds per check in the steady state (first calls left out)."""
+        steady = self.count - self.first_calls
+        if steady:
+            return self.steady_seconds / steady
+        return self.setup_seconds / self.count if self.count else 0.0
+
+    @property
+    def name(self) -> str:
+        """The checked class for a constructor, else what was checked."""
+        if self.kind == "constructor":
+            return self.checked.rsplit(".", 1)[0]
+        return self.checked
+
+    @property
+    def key(self) -> tuple[str, str, str, str | None]:
+        return (self.checked, self.checker, self.when, self.jitted)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Site {self.checked} ({self.checker}) {self.when}"
+            f"{' in ' + self.jitted if self.jitted else ''}: {self.count} checks, "
+            f"{self.seconds * 1e3:.3f} ms>"
+        )
+
+
+class Totals:
+    """What a recorder keeps: its sites and totals. `Profile` adds starting,
+    stopping and reporting; the report reads only this."""
+
+    def __init__(self) -> None:
+        self._sites: dict[tuple[str, str, str, str | None], Site] = {}
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._start = 0.0
+        self._wall = 0.0
+        self._running = False
+        self.setup_probes = 0
+        """Checks a checker ran on its own hints while decorating (not counted in
+        the sites)."""
+        self.setup_probe_seconds = 0.0
+        self.label: str | None = None
+        """Attributed to each site's `tests` (the pytest option sets the test id)."""
+        self.program: str | None = None
+        """What ran (`train.py`, `-m pkg.train`), for the fixes' wording."""
+
+    def _add(self, record: Record) -> None:
+        key = (record.checked, record.checker, record.when, record.jitted)
+        with self._lock:
+            if record.when == "setup":
+                self.setup_probes += 1
+                self.setup_probe_seconds += record.seconds
+                return
+            site = self._sites.get(key)
+            if site is None:
+                site = self._sites[key] = Site(record)
+            site.count += 1
+            site.seconds += record.seconds
+            if record.checked not in self._seen:
+                self._seen.add(record.checked)
+                site.first_calls += 1
+                site.setup_seconds += record.seconds
+            if record.pytree:
+                site.pytree = True
+            if record.callback:
+                site.callback = True
+            if site.cls is None:
+                site.cls = record.cls
+            site.threads.add(record.thread)
+            if self.label is not None:
+                site.tests[self.label] = site.tests.get(self.label, 0.0) + (
+                    record.seconds
+                )
+
+    @property
+    def wall_seconds(self) -> float:
+        """The time the profile ran for (so far, while it runs)."""
+        if self._running:
+            return self._wall + time.perf_counter() - self._start
+        return self._wall
+
+    @property
+    def sites(self) -> tuple[Site, ...]:
+        """Every site, the most time first."""
+        with self._lock:
+            sites = list(self._sites.values())
+        return tuple(sorted(sites, key=lambda s: (-s.seconds, -s.count, s.checked)))
+
+    @property
+    def check_seconds(self) -> float:
+        """The time of all the checks."""
+        return sum(s.seconds for s in self.sites)
+
+    def __iter__(self) -> Iterator[Site]:
+        return iter(self.sites)
+
+    def __repr__(self) -> str:
+        return (
+            f"<typecheck_guard.profile: {sum(s.count for s in self.sites)} checks, "
+            f"{self.check_seconds:.3f} s of {self.wall_seconds:.3f} s>"
+        )

@@ -1,0 +1,357 @@
+"""The profile's report: the headline, the table, the fix for each site, JSON and a
+bar chart.
+
+The fix depends on how a check was reached and on what `scan` says about the class:
+a dispatch or tree-operation unflatten of a class `install()` covers is removed by
+calling `install()` before the class is defined; one it does not cover by
+`unflatten_safe`; an eager `PyTree[...]` check is made cheap by the cache; a
+trace-time check runs once per compilation.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Final
+
+from ._data import Site, Totals
+
+__all__ = ["fix", "format_text", "plot", "scan_says", "to_dict"]
+
+REMOVABLE: Final = ("dispatch", "tree")
+
+NOTHING_TO_DO: Final = "traced once: nothing to do"
+
+
+def _seconds(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "0.0%"
+
+
+def _short(name: str | None) -> str:
+    """`jax.jit(__main__.train_step)` -> `train_step`."""
+    if not name:
+        return "step"
+    inner = name.partition("(")[2].rstrip(")") or name
+    short = inner.rsplit(".", 1)[-1]
+    return short if short.isidentifier() else "step"
+
+
+def _transform(name: str | None) -> str:
+    return name.partition("(")[0] if name and "(" in name else "jax.jit"
+
+
+def _finding(site: Site) -> Any:
+    """`scan`'s finding for the site's class, or `None` (not registered, adapted, or
+    no checker on what its unflatten calls)."""
+    if site.cls is None:
+        return None
+    try:
+        from .._adapt._coverage import finding
+        from .._adapt._unadapted import describe
+
+        record = describe(site.cls)
+        return None if record is None else finding(record)[0]
+    except Exception:  # a report is no place to fail
+        return None
+
+
+def scan_says(site: Site) -> str | None:
+    """What `typecheck-guard scan` says about a constructor site's class."""
+    if site.kind != "constructor" or site.cls is None:
+        return None
+    found = _finding(site)
+    if found is None:
+        from .._adapt._register import adapted_how
+        from .._compat._jax import registry
+
+        if adapted_how(site.cls) is not None:
+            return "adapted by typecheck_guard: unflattens without its check"
+        if site.cls not in registry():
+            return "not a registered pytree class"
+        return "its unflatten runs no check"
+    return (
+        f"registered by {found.registration}; {found.reason}; install() "
+        f"{'covers' if found.install_covers else 'does not cover'} it; unflatten_safe "
+        f"{'covers' if found.unflatten_safe_covers else 'does not cover'} it"
+    )
+
+
+def _where(program: str | None) -> str:
+    if program == "pytest":
+        return "at the top of your conftest.py"
+    if program and not program.startswith("-m "):
+        return (
+            f"the first line of {program}, or run it with "
+            f"`typecheck-guard run {program}`"
+        )
+    if program:
+        return f"first thing in your entry point, or `typecheck-guard run {program}`"
+    return "first thing in your entry point"
+
+
+def fix(site: Site, program: str | None = None) -> str:
+    """The concrete fix for a site, one line."""
+    if site.when == "trace":
+        return NOTHING_TO_DO
+    name = site.name.rsplit(".", 1)[-1]
+    if site.callback:
+        return (
+            "runs inside a JAX host callback on every call"
+            + (f" of {site.jitted}" if site.jitted else "")
+            + ": move the check out of the callback, or check the values once, "
+            "outside the loop"
+        )
+    if site.when in REMOVABLE and site.kind != "constructor":
+        return (
+            "a pytree node's flatten or unflatten function runs this check on every "
+            + (f"call of {site.jitted}" if site.jitted else "tree operation")
+            + ": move the check out of it"
+        )
+    if site.when in REMOVABLE:
+        found = _finding(site)
+        by_install = found is None or found.install_covers
+        by_safe = found is None or found.unflatten_safe_covers
+        if site.when == "dispatch":
+            short = _short(site.jitted)
+            safe = (
+                f"{short} = typecheck_guard.unflatten_safe("
+                f"{_transform(site.jitted)}({short}))"
+            )
+        else:
+            safe = "put the tree operations in `with typecheck_guard.unflatten_safe():`"
+        if by_install:
+            return (
+                f"call typecheck_guard.install() before {name} is defined "
+                f"({_where(program)}); or {safe}"
+            )
+        if found is not None and found.registration.startswith("register_pytree_node"):
+            alternative = f"; or {safe}" if by_safe else ""
+            return (
+                f"build the instance with object.__new__ in {name}.tree_unflatten "
+                f"instead of calling {name}(...){alternative}"
+            )
+        if by_safe:
+            return safe
+        return found.fix if found is not None else safe
+    if site.pytree and _cache_on():
+        return (
+            "the PyTree cache is on: a repeated PyTree[...] check of the same "
+            "structure, types and shapes is a lookup; the rest is the check you asked for"
+        )
+    if site.pytree:
+        return (
+            "typecheck_guard.cache_pytree_checks() (on after install()): a repeated "
+            "PyTree[...] check of the same structure, types and shapes becomes a lookup"
+        )
+    if site.when == "construction":
+        return "a construction you asked to check: keep it"
+    return (
+        "a check you asked for, on every eager call: keep it, or call the function "
+        "under jax.jit to check it once per trace"
+    )
+
+
+def _cache_on() -> bool:
+    from .._cache import _pytree as _pytree_cache
+
+    return bool(_pytree_cache._active)
+
+
+def removable_seconds(prof: Totals) -> float:
+    return sum(s.seconds for s in prof.sites if s.when in REMOVABLE)
+
+
+def headline(prof: Totals) -> str:
+    wall = prof.wall_seconds
+    checks = prof.check_seconds
+    if not prof.sites:
+        return f"no typecheck ran ({_seconds(wall)} run)"
+    removable = removable_seconds(prof)
+    return (
+        f"typechecks took {_percent(checks, wall)} of the run ({_seconds(checks)} of "
+        f"{_seconds(wall)}); {_percent(removable, checks)} of that is removable"
+    )
+
+
+def _shown(name: str) -> str:
+    # The program's own names: `TrainState`, not `__main__.TrainState`.
+    return name.replace("__main__.", "")
+
+
+def _label(site: Site) -> str:
+    text = f"{_shown(site.name)} ({site.checker})"
+    if site.jitted:
+        text += f" in {_shown(site.jitted)}"
+    if len(site.threads) > 1 or (site.threads and "MainThread" not in site.threads):
+        text += f" [threads: {', '.join(sorted(site.threads))}]"
+    return text
+
+
+def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=" " * len(first),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def format_text(prof: Totals, top: int | None = 20) -> str:
+    sites = prof.sites
+    shown = sites if top is None else sites[:top]
+    wall = prof.wall_seconds
+    lines = [f"typecheck-guard profile: {headline(prof)}."]
+    if not sites:
+        return lines[0]
+    lines.append("")
+    lines.append(
+        f"{'#':>3} {'checks':>7} {'time':>10} {'per check':>10} {'first call':>11} "
+        f"{'share':>6}  {'when':<12}  site"
+    )
+    for i, site in enumerate(shown, 1):
+        first = _seconds(site.setup_seconds) if site.first_calls else "-"
+        lines.append(
+            f"{i:>3} {site.count:>7} {_seconds(site.seconds):>10} "
+            f"{_seconds(site.per_check):>10} {first:>11} "
+            f"{_percent(site.seconds, wall):>6}  {site.when:<12}  {_label(site)}"
+        )
+    rest = sites[len(shown) :]
+    if rest:
+        lines.append(
+            f"    ({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
+            f"{sum(s.count for s in rest)} checks, "
+            f"{_seconds(sum(s.seconds for s in rest))}: --top to see them)"
+        )
+    lines.append("")
+    lines.append("fixes:")
+    for i, site in enumerate(shown, 1):
+        lines.extend(_wrapped(f"{i:>3}. ", fix(site, prof.program)))
+        said = scan_says(site)
+        if said:
+            lines.extend(_wrapped("     scan: ", said))
+    if prof.setup_probes:
+        lines.extend(
+            _wrapped(
+                "  ",
+                f"(not counted: {prof.setup_probes} isinstance "
+                f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on "
+                f"their own annotations while decorating, "
+                f"{_seconds(prof.setup_probe_seconds)})",
+            )
+        )
+    tests = _tests(prof)
+    if tests:
+        lines.append("")
+        lines.append("tests that spent the most in checks:")
+        for test, seconds in tests[: top or len(tests)]:
+            lines.append(f"  {_seconds(seconds):>10}  {test}")
+    lines.append("")
+    lines.extend(
+        _wrapped(
+            "",
+            "(per check: the steady state; first call: the first check of each "
+            "checked function, with the checker's one-time setup; share: of the wall "
+            "time)",
+        )
+    )
+    return "\n".join(lines)
+
+
+def _tests(prof: Totals) -> list[tuple[str, float]]:
+    totals: dict[str, float] = {}
+    for site in prof.sites:
+        for test, seconds in site.tests.items():
+            totals[test] = totals.get(test, 0.0) + seconds
+    return sorted(totals.items(), key=lambda kv: -kv[1])
+
+
+def to_dict(prof: Totals) -> dict[str, Any]:
+    wall = prof.wall_seconds
+    return {
+        "program": prof.program,
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "wall_seconds": wall,
+        "check_seconds": prof.check_seconds,
+        "removable_seconds": removable_seconds(prof),
+        "headline": headline(prof),
+        "sites": [
+            {
+                "site": site.name,
+                "checked": site.checked,
+                "checker": site.checker,
+                "when": site.when,
+                "kind": site.kind,
+                "jitted": site.jitted,
+                "count": site.count,
+                "seconds": site.seconds,
+                "per_check_seconds": site.per_check,
+                "first_calls": site.first_calls,
+                "setup_seconds": site.setup_seconds,
+                "share": site.seconds / wall if wall > 0 else 0.0,
+                "fix": fix(site, prof.program),
+                "scan": scan_says(site),
+                "threads": sorted(site.threads),
+                "tests": dict(sorted(site.tests.items(), key=lambda kv: -kv[1])),
+            }
+            for site in prof.sites
+        ],
+    }
+
+
+_COLORS: Final = {
+    "dispatch": "#d62728",
+    "tree": "#ff7f0e",
+    "construction": "#1f77b4",
+    "eager": "#9467bd",
+    "trace": "#7f7f7f",
+}
+
+
+def plot(prof: Totals, path: str, top: int | None = 20) -> None:
+    """A horizontal bar chart of the sites' time, coloured by `when` (PNG, SVG, ...
+    by the file's extension)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sites = list(prof.sites if top is None else prof.sites[:top])[::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * max(len(sites), 2) + 1.5))
+    labels = [
+        f"{s.name.rsplit('.', 1)[-1]} ({s.when}{', ' + _short(s.jitted) if s.jitted else ''})"
+        for s in sites
+    ]
+    ax.barh(
+        range(len(sites)),
+        [s.seconds * 1e3 for s in sites],
+        color=[_COLORS.get(s.when, "#333333") for s in sites],
+    )
+    ax.set_yticks(range(len(sites)), labels)
+    for i, s in enumerate(sites):
+        ax.annotate(
+            f" {s.count} checks",
+            (s.seconds * 1e3, i),
+            va="center",
+            fontsize=8,
+        )
+    ax.set_xlabel("time in typechecks (ms)")
+    ax.set_title(headline(prof), fontsize=9)
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=color)  # pyright: ignore[reportPrivateImportUsage]
+        for color in _COLORS.values()
+    ]
+    ax.legend(handles, list(_COLORS), fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""The `typecheck-guard` command line (see README.md)."""

@@ -1,0 +1,636 @@
+"""The scenarios of `typecheck-guard bench`, one per seed, each runnable under every
+mode.
+
+A scenario builds its classes in a factory function. The classes the baseline, "no
+plugin" and both `unflatten_safe` modes use are built once, before anything is
+installed (so they are registered by JAX's own route, the way a user without the
+plugin has them). The `install()` mode calls the factory again while `install()` is
+in effect: `install()` only adapts classes defined after it, and JAX cannot
+unregister a class, so that mode needs classes of its own.
+"""
+
+# No `from __future__ import annotations` here: the typechecked classes below are
+# defined in functions that import their annotation names locally, and a checker
+# can't resolve string annotations against a function's locals. jaxtyping then
+# skips the check without a word, and every ratio would read 1.0x.
+import contextlib
+import dataclasses
+import inspect
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from ._measure import Run
+
+__all__ = [
+    "CASES",
+    "MODES",
+    "MODE_LABELS",
+    "PRESETS",
+    "Case",
+    "Preset",
+    "Unavailable",
+    "load_checker",
+    "mode_context",
+    "resnet50_shapes",
+    "s0_prepare",
+]
+
+
+class Preset(NamedTuple):
+    name: str
+    rounds: int
+    block_s: float
+    s0_leaves: int
+    s2_dims: tuple[int, int, int, int]
+    """din, dmid, dout, batch of seed 002's model."""
+    s3_width_divisor: int
+    """ResNet-50 channel widths are divided by this (1: the real shapes)."""
+    s3_dtype: str
+    eager_leaves: int
+    sweep_leaves: tuple[int, ...]
+
+
+PRESETS: dict[str, Preset] = {
+    # For the test suite: every code path, tiny sizes, timings meaningless.
+    "smoke": Preset("smoke", 2, 0.001, 8, (2, 8, 3, 4), 16, "float32", 8, (1, 10, 100)),
+    "quick": Preset(
+        "quick",
+        5,
+        0.02,
+        200,
+        (2, 64, 3, 32),
+        8,
+        "float32",
+        200,
+        (1, 10, 100, 1000, 10_000),
+    ),
+    "full": Preset(
+        "full",
+        15,
+        0.1,
+        200,
+        (2, 64, 3, 32),
+        1,
+        "bfloat16",
+        200,
+        (1, 3, 10, 30, 100, 300, 1000, 3000, 10_000),
+    ),
+}
+
+# Column order of the table. Not every scenario has every mode.
+MODES = ("none", "unflatten_safe", "unflatten_safe_with", "cache", "install")
+MODE_LABELS = {
+    "none": "no plugin",
+    "unflatten_safe": "unflatten_safe(fn)",
+    "unflatten_safe_with": "with unflatten_safe()",
+    "cache": "cache_pytree_checks()",
+    "install": "install()",
+}
+_JIT_MODES = ("none", "unflatten_safe", "unflatten_safe_with", "install")
+
+
+class Unavailable(Exception):
+    """This mode or checker can't run here; the message says why."""
+
+
+def load_checker(name: str) -> Callable[[Any], Any]:
+    """The typechecker decorator called `name`, or `Unavailable`."""
+    if name == "beartype":
+        try:
+            from beartype import beartype
+        except ImportError:
+            raise Unavailable("beartype is not installed") from None
+        return beartype
+    if name == "typeguard":
+        try:
+            import typeguard
+        except ImportError:
+            raise Unavailable("typeguard is not installed") from None
+        from ..._compat._versions import installed, parse
+
+        version = installed("typeguard") or "0"
+        if parse(version) >= (3,):
+            raise Unavailable(
+                f"typeguard {version} checks nothing under jaxtyped (it can't "
+                "instrument jaxtyping's generated code and only warns); install "
+                "typeguard==2.13.3 to measure it"
+            )
+        return typeguard.typechecked
+    raise Unavailable(f"unknown checker {name!r}")
+
+
+@contextlib.contextmanager
+def _installed() -> Iterator[None]:
+    import typecheck_guard
+
+    with warnings.catch_warnings():
+        # The plain classes of the other modes are registered before install() and
+        # are reported; that is the point of having them.
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+    yield
+
+
+def _cache_switch() -> Callable[[bool], Any] | None:
+    import typecheck_guard
+
+    return getattr(typecheck_guard, "cache_pytree_checks", None)
+
+
+@contextlib.contextmanager
+def mode_context(mode: str) -> Iterator[None]:
+    """The process state a user in `mode` runs under, for both the definition of the
+    mode's classes and its measurement. Leaves nothing installed or guarded."""
+    import typecheck_guard
+
+    try:
+        with contextlib.ExitStack() as stack:
+            switch = _cache_switch()
+            if mode == "install":
+                stack.enter_context(_installed())
+            elif mode == "cache":
+                if switch is None:
+                    raise Unavailable(_NO_CACHE)
+                stack.enter_context(switch(True))
+            elif switch is not None:
+                # "No plugin" means no PyTree cache either, whatever the default.
+                stack.enter_context(switch(False))
+            yield
+    finally:
+        # Also puts back every `__init__` that `unflatten_safe` guarded.
+        typecheck_guard.uninstall()
+
+
+_NO_CACHE = "typecheck_guard.cache_pytree_checks is not available in this version"
+
+
+def _carry(step: Callable[[Any], Any], state: Any) -> Run:
+    """`run(n)`: `state = step(state)` n times, like a training loop."""
+    import jax
+
+    box = [state]
+
+    def run(n: int) -> None:
+        s = box[0]
+        for _ in range(n):
+            s = step(s)
+        box[0] = jax.block_until_ready(s)
+
+    return run
+
+
+def _in_unflatten_safe(run: Run) -> Run:
+    import typecheck_guard
+
+    def guarded(n: int) -> None:
+        with typecheck_guard.unflatten_safe():
+            run(n)
+
+    return guarded
+
+
+class Prepared(NamedTuple):
+    baseline: Run
+    """The workload on the plain classes; timed with `jaxtyping_disable=True`."""
+    make: Callable[[str], Run]
+    """The checked workload of one mode; called inside `mode_context(mode)`."""
+
+
+class Case(NamedTuple):
+    scenario: str
+    variant: str
+    title: str
+    modes: tuple[str, ...]
+    prepare: Callable[[Callable[[Any], Any], Preset], Prepared]
+    notes: dict[str, str] = {}
+
+
+# --- S0: seed 000 ------------------------------------------------------------------
+
+
+def _s0_define(checker: Any) -> tuple[type, Any]:
+    import jax
+    from flax import struct
+    from jaxtyping import Array, Float, PyTree, jaxtyped
+
+    @jaxtyped(typechecker=checker)
+    @struct.dataclass
+    class Node:
+        params: PyTree[Float[Array, "..."]]
+        step: Float[Array, ""]
+        name: str = struct.field(pytree_node=False, default="node")
+
+    @jax.jit
+    def step(s: Any) -> Any:
+        # Negation keeps magnitudes fixed: no drift into denormals over a long run.
+        return s.replace(params=jax.tree.map(lambda p: -p, s.params), step=s.step + 1)
+
+    return Node, step
+
+
+def _s0_state(Node: type, leaves: int) -> Any:
+    import jax.numpy as jnp
+
+    params = {f"w{i:05d}": jnp.full((16,), 1.0 + i) for i in range(leaves)}
+    return Node(params, jnp.zeros(()))
+
+
+def s0_prepare(checker: Any, leaves: int) -> Prepared:
+    """Seed 000: a jitted step returning a jaxtyped flax.struct state whose
+    `PyTree[Float[Array, "..."]]` field holds `leaves` arrays."""
+    import typecheck_guard
+
+    Node, step = _s0_define(checker)
+    baseline = _carry(step, _s0_state(Node, leaves))
+
+    def make(mode: str) -> Run:
+        if mode == "install":
+            Adapted, adapted_step = _s0_define(checker)
+            return _carry(adapted_step, _s0_state(Adapted, leaves))
+        if mode == "unflatten_safe":
+            return _carry(typecheck_guard.unflatten_safe(step), _s0_state(Node, leaves))
+        run = _carry(step, _s0_state(Node, leaves))
+        return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
+
+    return Prepared(baseline, make)
+
+
+# --- S1: seed 001's table ----------------------------------------------------------
+
+
+def _tiny_func(x: Any, y: Any) -> Any:
+    return (x - y) / (x + y)
+
+
+def _s1_define(checker: Any, variant: str) -> tuple[Any, Callable[[Any], Any]]:
+    """The jitted function of seed 001 and how to wrap a raw array for `variant`."""
+    import jax
+    import jax.numpy as jnp
+    from jaxtyping import Array, Float, jaxtyped
+
+    class Ops:
+        def __add__(self, other: Any) -> Any:
+            return jax.tree.map(jnp.add, self, other)
+
+        def __sub__(self, other: Any) -> Any:
+            return jax.tree.map(jnp.subtract, self, other)
+
+        def __truediv__(self, other: Any) -> Any:
+            return jax.tree.map(jnp.divide, self, other)
+
+    if variant == "arrays":
+
+        @jax.jit
+        @jaxtyped(typechecker=checker)
+        def func(x: Float[Array, " n"], y: Float[Array, " n"]) -> Float[Array, " n"]:
+            return (x - y) / (x + y)
+
+        return func, lambda a: a
+    if variant == "equinox":
+        import equinox as eqx
+
+        @jaxtyped(typechecker=checker)
+        class EqxArray(Ops, eqx.Module):
+            array: Float[Array, " n"]
+
+        return jax.jit(_tiny_func), EqxArray
+    if variant == "flax.struct":
+        from flax import struct
+
+        @jaxtyped(typechecker=checker)
+        @struct.dataclass
+        class FlaxArray(Ops):
+            array: Float[Array, " n"]
+
+        return jax.jit(_tiny_func), FlaxArray
+    assert variant == "custom"
+
+    @jax.tree_util.register_pytree_node_class
+    @jaxtyped(typechecker=checker)
+    @dataclasses.dataclass
+    class CustomArray(Ops):
+        array: Float[Array, " n"]
+
+        def tree_flatten(self) -> tuple[tuple[Any, ...], None]:
+            return (self.array,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> "CustomArray":
+            # Seed 001's unflatten: through the (typechecked) constructor.
+            return cls(*children)
+
+    return jax.jit(_tiny_func), CustomArray
+
+
+def _s1_calls(func: Any, wrap: Callable[[Any], Any]) -> Run:
+    import jax
+    import jax.numpy as jnp
+
+    x = wrap(jnp.linspace(0.0, 1.0, 10))
+    y = wrap(jnp.linspace(1.0, 2.0, 10))
+
+    def run(n: int) -> None:
+        out = None
+        for _ in range(n):
+            out = func(x, y)
+        jax.block_until_ready(out)
+
+    return run
+
+
+def _s1(variant: str) -> Callable[[Any, Preset], Prepared]:
+    def prepare(checker: Any, preset: Preset) -> Prepared:
+        import typecheck_guard
+
+        func, wrap = _s1_define(checker, variant)
+        baseline = _s1_calls(func, wrap)
+
+        def make(mode: str) -> Run:
+            if mode == "install":
+                return _s1_calls(*_s1_define(checker, variant))
+            if mode == "unflatten_safe":
+                return _s1_calls(typecheck_guard.unflatten_safe(func), wrap)
+            run = _s1_calls(func, wrap)
+            return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
+
+        return Prepared(baseline, make)
+
+    return prepare
+
+
+# --- S2: seed 002, Flax NNX ----------------------------------------------------------
+
+
+def _s2_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., Run]:
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+    from jaxtyping import Array, Float, jaxtyped
+
+    class Model(nnx.Module):
+        @jaxtyped(typechecker=checker)
+        def __init__(self, din: int, dmid: int, dout: int, rngs: nnx.Rngs):
+            self.linear = nnx.Linear(din, dmid, rngs=rngs)
+            self.bn = nnx.BatchNorm(dmid, rngs=rngs)
+            self.dropout = nnx.Dropout(0.2, rngs=rngs)
+            self.linear_out = nnx.Linear(dmid, dout, rngs=rngs)
+
+        @jaxtyped(typechecker=checker)
+        def __call__(self, x: Float[Array, "b din"]) -> Float[Array, "b dout"]:
+            x = nnx.relu(self.dropout(self.bn(self.linear(x))))
+            return self.linear_out(x)
+
+    # flax 0.11 made the model an argument of `Optimizer.update`; before, the
+    # optimizer held it (`update(grads)`). We measure both.
+    takes_model = "model" in inspect.signature(nnx.Optimizer.update).parameters
+
+    @nnx.jit
+    def train_step(model: Model, optimizer: Any, metrics: Any, x: Any, y: Any) -> Any:
+        @jaxtyped(typechecker=checker)
+        def loss_fn(model: Model) -> Float[Array, ""]:
+            y_pred = model(x)
+            return ((y_pred - y) ** 2).mean()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        if takes_model:
+            optimizer.update(model, grads)
+        else:
+            optimizer.update(grads)
+        metrics.update(loss=loss)
+        return loss
+
+    din, dmid, dout, batch = dims
+
+    def workload(wrap: Callable[[Any], Any] = lambda f: f) -> Run:
+        model = Model(din, dmid, dout, rngs=nnx.Rngs(0))
+        optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+        metrics = nnx.MultiMetric(loss=nnx.metrics.Average("loss"))
+        x, y = jnp.ones((batch, din)), jnp.zeros((batch, dout))
+        step = wrap(train_step)
+
+        def run(n: int) -> None:
+            loss = None
+            for _ in range(n):
+                loss = step(model, optimizer, metrics, x, y)
+            jax.block_until_ready(loss)
+
+        return run
+
+    return workload
+
+
+def _s2_prepare(checker: Any, preset: Preset) -> Prepared:
+    import typecheck_guard
+
+    workload = _s2_define(checker, preset.s2_dims)
+
+    def make(mode: str) -> Run:
+        if mode == "install":
+            return _s2_define(checker, preset.s2_dims)()
+        if mode == "unflatten_safe":
+            return workload(lambda f: typecheck_guard.unflatten_safe(f))
+        run = workload()
+        return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
+
+    return Prepared(workload(), make)
+
+
+# --- S3: seed 003, a ResNet-50 TrainState round trip ---------------------------------
+
+
+def resnet50_shapes(width_divisor: int = 1, classes: int = 1000) -> dict[str, Any]:
+    """The parameter shapes of a ResNet-50 (Flax naming), 161 arrays.
+
+    `width_divisor` divides every channel width (not the 7x7 / 3x3 kernel sizes nor
+    the 3 input channels): 1 gives the real 25.6M-parameter shapes.
+    """
+
+    def w(c: int) -> int:
+        return max(1, c // width_divisor)
+
+    def bn(c: int) -> dict[str, tuple[int, ...]]:
+        return {"scale": (c,), "bias": (c,)}
+
+    params: dict[str, Any] = {
+        "conv_init": {"kernel": (7, 7, 3, w(64))},
+        "bn_init": bn(w(64)),
+    }
+    cin = w(64)
+    index = 0
+    for blocks, features in zip((3, 4, 6, 3), (64, 128, 256, 512), strict=True):
+        f, out = w(features), w(4 * features)
+        for b in range(blocks):
+            block: dict[str, Any] = {
+                "Conv_0": {"kernel": (1, 1, cin, f)},
+                "BatchNorm_0": bn(f),
+                "Conv_1": {"kernel": (3, 3, f, f)},
+                "BatchNorm_1": bn(f),
+                "Conv_2": {"kernel": (1, 1, f, out)},
+                "BatchNorm_2": bn(out),
+            }
+            if b == 0:
+                block["conv_proj"] = {"kernel": (1, 1, cin, out)}
+                block["norm_proj"] = bn(out)
+            params[f"BottleneckResNetBlock_{index}"] = block
+            cin = out
+            index += 1
+    params["Dense_0"] = {"kernel": (cin, classes), "bias": (classes,)}
+    return params
+
+
+def _s3_define(checker: Any, preset: Preset) -> Any:
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax.training import train_state
+    from jaxtyping import Array, Float, PyTree, jaxtyped
+
+    from ..._compat._versions import installed, parse
+
+    found = installed("jaxtyping") or "0"
+    if parse(found) < (0, 3, 3):
+        raise Unavailable(
+            f"jaxtyping {found} can't resolve optax's `ArrayTree` forward reference "
+            "in a typechecked TrainState subclass (fixed in jaxtyping 0.3.3)"
+        )
+
+    @jaxtyped(typechecker=checker)
+    class State(train_state.TrainState):
+        params: PyTree[Float[Array, "..."]]
+
+    def apply_fn(params: Any, x: Any) -> Any:
+        return x
+
+    dtype = jnp.dtype(preset.s3_dtype)
+    shapes = resnet50_shapes(preset.s3_width_divisor)
+    params = jax.tree.map(
+        lambda shape: jnp.zeros(shape, dtype),
+        shapes,
+        is_leaf=lambda x: isinstance(x, tuple),
+    )
+    return State.create(apply_fn=apply_fn, params=params, tx=optax.adam(1e-3))
+
+
+def _round_trips(state: Any) -> Run:
+    import jax
+
+    flatten, unflatten = jax.tree_util.tree_flatten, jax.tree_util.tree_unflatten
+    box = [state]
+
+    def run(n: int) -> None:
+        s = box[0]
+        for _ in range(n):
+            leaves, treedef = flatten(s)
+            s = unflatten(treedef, leaves)
+        box[0] = s
+
+    return run
+
+
+def _s3_prepare(checker: Any, preset: Preset) -> Prepared:
+    state = _s3_define(checker, preset)
+
+    def make(mode: str) -> Run:
+        if mode == "install":
+            return _round_trips(_s3_define(checker, preset))
+        run = _round_trips(state)
+        return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
+
+    return Prepared(_round_trips(state), make)
+
+
+# --- Eager PyTree check (issue 3) ----------------------------------------------------
+
+
+def _eager_prepare(checker: Any, preset: Preset) -> Prepared:
+    import jax.numpy as jnp
+    from jaxtyping import Array, Float, PyTree, jaxtyped
+
+    @jaxtyped(typechecker=checker)
+    def evaluate(params: PyTree[Float[Array, "..."]]) -> None:
+        pass
+
+    params = {f"w{i:05d}": jnp.full((16,), 1.0) for i in range(preset.eager_leaves)}
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            evaluate(params)
+
+    def make(mode: str) -> Run:
+        if mode in ("cache", "install") and _cache_switch() is None:
+            raise Unavailable(_NO_CACHE)
+        return run
+
+    return Prepared(run, make)
+
+
+def _s0_case(checker: Any, preset: Preset) -> Prepared:
+    return s0_prepare(checker, preset.s0_leaves)
+
+
+_CUSTOM_NOTE = (
+    "install() does not adapt a hand-written tree_unflatten; unflatten_safe covers it"
+)
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "S0",
+        "flax.struct",
+        "jit step -> jaxtyped flax.struct with a PyTree[Float[Array, '...']] field",
+        _JIT_MODES,
+        _s0_case,
+    ),
+    Case(
+        "S1", "arrays", "tiny array through jit: raw arrays", _JIT_MODES, _s1("arrays")
+    ),
+    Case(
+        "S1",
+        "equinox",
+        "tiny array through jit: eqx.Module",
+        _JIT_MODES,
+        _s1("equinox"),
+    ),
+    Case(
+        "S1",
+        "flax.struct",
+        "tiny array through jit: flax.struct",
+        _JIT_MODES,
+        _s1("flax.struct"),
+    ),
+    Case(
+        "S1",
+        "custom",
+        "tiny array through jit: custom pytree",
+        _JIT_MODES,
+        _s1("custom"),
+        {"install": _CUSTOM_NOTE},
+    ),
+    Case(
+        "S2",
+        "nnx",
+        "Flax NNX train step under nnx.jit, typechecked model and loss",
+        _JIT_MODES,
+        _s2_prepare,
+        {
+            "none": "nnx.jit updates the model in place and builds any new object with "
+            "object.__new__ (flax/nnx/pytreelib.py, _graph_node_create_empty): no check "
+            "runs per call, so the plugin has nothing to remove"
+        },
+    ),
+    Case(
+        "S3",
+        "TrainState",
+        "flatten + unflatten of a ResNet-50 TrainState with optax adam",
+        ("none", "unflatten_safe_with", "install"),
+        _s3_prepare,
+    ),
+    Case(
+        "eager",
+        "PyTree",
+        "eager call checking a PyTree[Float[Array, '...']] argument",
+        ("none", "cache", "install"),
+        _eager_prepare,
+    ),
+)

@@ -1,0 +1,1 @@
+"""`unflatten_safe` and its decision table (see README.md)."""

@@ -1,0 +1,725 @@
+"""runtime_checks(level): which checks it sees during a jitted call, the levels,
+and how the setting nests and stays per thread / per task.
+
+Every test here that makes a check run at dispatch time on purpose carries
+`allow_runtime_typechecks`: the suite itself runs under the plugin's strict mode.
+"""
+
+import asyncio
+import functools as ft
+import logging
+import pickle
+import subprocess
+import sys
+import threading
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from beartype import beartype
+from flax import nnx, struct
+from jax.experimental import io_callback
+from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
+
+import typecheck_guard
+from helpers import make_chex
+from typecheck_guard._guard import _detect, _watch
+from typecheck_guard._guard._watch import _level
+
+allow_checks = pytest.mark.allow_runtime_typechecks
+
+
+def _seed_node(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Node:
+        params: PyTree[Float[Array, "..."]]
+        step: Float[Array, ""]
+
+    return Node
+
+
+def _node_value(Node):
+    return Node({"a": jnp.ones(2)}, jnp.zeros(()))
+
+
+def _cached(step, value):
+    """`step` traced and compiled: the next call with `value` is a cache hit."""
+    return step(step(value))
+
+
+@allow_checks
+def test_disallow_names_class_checker_jitted_and_call_site(typecheck):
+    Node = _seed_node(typecheck)
+
+    def step(s):
+        return s.replace(step=s.step + 1)
+
+    step = jax.jit(step)
+    state = _cached(step, _node_value(Node))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)  # the call site
+    error = info.value
+    assert error.checked.endswith("_seed_node.<locals>.Node.__init__")
+    assert error.checker == f"jaxtyping with {typecheck.name}"
+    assert error.jitted.startswith("jax.jit(") and error.jitted.endswith(".step)")
+    assert error.call_site.endswith(
+        f"test_runtime.py:{_line_of('step(state)  # the call')}"
+    )
+    text = str(error)
+    for part in ("Node.__init__", typecheck.name, "jax.jit(", "test_runtime.py:"):
+        assert part in text
+    assert "typecheck_guard.install()" in text and "unflatten_safe" in text
+    assert 'runtime_checks("disallow")' in text
+
+
+def _line_of(snippet: str) -> int:
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if snippet in line and "_line_of" not in line:
+                return number
+    raise AssertionError(snippet)
+
+
+@allow_checks
+def test_allow_is_the_default_and_lets_checks_run(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    assert _level.get() == "allow"
+    typecheck.reset()
+    with typecheck_guard.runtime_checks("allow"):
+        step(state)
+    assert typecheck.calls > 0
+
+
+@allow_checks
+def test_log_logs_each_site_once(typecheck, caplog):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(5):
+            state = step(state)
+    records = [r for r in caplog.records if r.name == "typecheck_guard"]
+    assert len(records) == 1
+    assert "Node.__init__" in records[0].getMessage()
+    assert "unflatten_safe" in records[0].getMessage()
+
+
+def test_disable_jit_is_not_flagged(typecheck):
+    @jax.jit
+    @jaxtyped(typechecker=typecheck)
+    def double(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x * 2
+
+    with typecheck_guard.runtime_checks("disallow"), jax.disable_jit():
+        double(jnp.ones(3))  # runs eagerly, checks and all: not a dispatch check
+
+
+@allow_checks
+def test_the_first_call_is_watched_outside_tracing(typecheck):
+    # A test that calls a jitted function once is enough: the unflatten of the
+    # first call's outputs runs outside tracing, as it will on every call.
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s.replace(step=s.step + 1))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(
+            typecheck_guard.RuntimeTypecheckError, match="Node.__init__"
+        ):
+            step(_node_value(Node))
+
+
+def test_checks_while_tracing_are_never_flagged(typecheck):
+    @jax.jit
+    @jaxtyped(typechecker=typecheck)
+    def double(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x * 2
+
+    with typecheck_guard.runtime_checks("disallow"):
+        typecheck.reset()
+        double(jnp.ones(3))
+        first = typecheck.calls
+        double(jnp.ones(4))  # a new shape: traced, checked again
+        assert first > 0 and typecheck.calls == 2 * first
+        double(jnp.ones(4))  # cached: nothing runs
+        assert typecheck.calls == 2 * first
+
+
+def test_installed_classes_and_equinox_modules_pass(installed, typecheck):
+    Node = _seed_node(typecheck)
+
+    class Module(eqx.Module):
+        w: Float[Array, " n"]
+
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, w: Float[Array, " n"]):
+            self.w = w
+
+    with typecheck_guard.runtime_checks("disallow"):
+        for transform in (jax.jit, eqx.filter_jit):
+            for value in (_node_value(Node), Module(jnp.ones(3))):
+                step = transform(lambda s: s)
+                _cached(step, value)
+
+
+def test_unflatten_safe_passes(typecheck):
+    Node = _seed_node(typecheck)
+    state = _node_value(Node)
+    guarded = typecheck_guard.unflatten_safe(jax.jit(lambda s: s))
+    step = jax.jit(lambda s: s)
+    with typecheck_guard.runtime_checks("disallow"):
+        _cached(guarded, state)
+        # The first unflatten of a signature is checked on purpose, to fill the
+        # verdict cache: not a per-call check.
+        with typecheck_guard.unflatten_safe():
+            _cached(step, state)
+
+
+@allow_checks
+def test_guarded_class_outside_unflatten_safe_is_flagged(typecheck):
+    Node = _seed_node(typecheck)
+    state = _node_value(Node)
+    with typecheck_guard.unflatten_safe():  # guards Node.__init__ from now on
+        pass
+    step = jax.jit(lambda s: s)
+    state = _cached(step, state)
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(
+            typecheck_guard.RuntimeTypecheckError, match="Node.__init__"
+        ):
+            step(state)
+
+
+def _custom(typecheck):
+    @jax.tree_util.register_pytree_node_class
+    class Custom:
+        # Only the aux data is annotated: Equinox and NNX rebuild the node with
+        # placeholders (booleans, None) in place of the arrays.
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x, scale: float):
+            self.x = x
+            self.scale = scale
+
+        def tree_flatten(self):
+            return (self.x,), self.scale
+
+        @classmethod
+        def tree_unflatten(cls, scale, children):
+            return cls(*children, scale)
+
+    return Custom
+
+
+TRANSFORMS = {
+    "jax.jit": lambda f: jax.jit(f),
+    "equinox.filter_jit": lambda f: eqx.filter_jit(f),
+    "flax.nnx.jit": lambda f: nnx.jit(f),
+    "jax.pmap": lambda f: jax.pmap(f),
+}
+
+
+@allow_checks
+@pytest.mark.parametrize("transform", sorted(TRANSFORMS))
+@pytest.mark.parametrize("kind", ["custom", "chex"])
+def test_every_transform_is_watched(transform, kind, typecheck):
+    x = jnp.ones((1, 3))
+    if kind == "custom":
+        value, name = _custom(typecheck)(x, 0.5), "Custom.__init__"
+    else:
+        value, name = make_chex(typecheck)(x=x), "C.__post_init__"
+    step = TRANSFORMS[transform](lambda s: s)
+    state = _cached(step, value)
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    assert info.value.checked.endswith(name)
+    assert info.value.jitted.startswith(transform + "(")
+    assert info.value.call_site.rsplit(":", 1)[0].endswith("test_runtime.py")
+
+
+def _node_with_checked_unflatten(unflatten_check):
+    @jax.tree_util.register_pytree_node_class
+    class Checked:
+        def __init__(self, x):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            unflatten_check(children[0])
+            obj = object.__new__(cls)
+            obj.x = children[0]
+            return obj
+
+    return Checked
+
+
+@allow_checks
+def test_checked_functions_and_pytree_isinstance_in_an_unflatten():
+    import typeguard
+
+    def by_beartype():
+        @beartype
+        def leaf_ok(x: jax.Array) -> None:
+            pass
+
+        return leaf_ok, "leaf_ok", "beartype"
+
+    def by_typeguard():
+        @typeguard.typechecked
+        def leaf_ok(x: jax.Array) -> None:
+            pass
+
+        return leaf_ok, "leaf_ok", "typeguard"
+
+    def by_isinstance():
+        def leaf_ok(x):
+            assert isinstance(x, PyTree[Float[Array, "..."]])
+
+        return leaf_ok, "isinstance(..., PyTree[", "jaxtyping"
+
+    for make in (by_beartype, by_typeguard, by_isinstance):
+        check, checked, checker = make()
+        Checked = _node_with_checked_unflatten(check)
+        step = jax.jit(lambda s: s)
+        state = _cached(step, Checked(jnp.ones(2)))
+        with typecheck_guard.runtime_checks("disallow"):
+            with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+                step(state)
+        assert checked in info.value.checked
+        assert info.value.checker == checker
+        assert "flatten or unflatten" in str(info.value)
+
+
+@allow_checks
+def test_pytree_checks_answered_by_the_cache_are_flagged_too():
+    annotation = PyTree[Float[Array, "..."]]  # one class: the cache is keyed by it
+
+    def leaf_ok(x):
+        assert isinstance(x, annotation)
+
+    Checked = _node_with_checked_unflatten(leaf_ok)
+    with typecheck_guard.cache_pytree_checks(True):
+        step = jax.jit(lambda s: s)
+        state = _cached(step, Checked(jnp.ones(2)))
+        hits = typecheck_guard.pytree_cache_info().hits
+        with typecheck_guard.runtime_checks("disallow"):
+            with pytest.raises(typecheck_guard.RuntimeTypecheckError, match="PyTree"):
+                step(state)
+        assert typecheck_guard.pytree_cache_info().hits > hits
+
+
+@allow_checks
+def test_one_error_counts_every_check_of_the_call(typecheck):
+    Custom = _custom(typecheck)
+    step = jax.jit(lambda a, b, c: (a, b, c))
+    state = _cached(
+        lambda s: step(*s), tuple(Custom(jnp.ones(2), 0.5) for _ in range(3))
+    )
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(*state)
+    ((count, seconds, first_count, first_seconds),) = info.value.sites.values()
+    assert count == 3 and first_count <= 1
+    assert seconds + first_seconds > 0
+
+
+def test_unknown_level_is_a_clear_value_error():
+    for bad in ("sometimes", "Disallow", None, 1):
+        with pytest.raises(
+            ValueError, match=r"unknown level.*'allow'|\"allow\""
+        ) as info:
+            typecheck_guard.runtime_checks(bad)  # type: ignore[arg-type]
+        for level in ("allow", "log", "disallow"):
+            assert f'"{level}"' in str(info.value)
+    assert _level.get() == "allow"
+
+
+def test_levels_nest_and_restore_on_error():
+    assert _level.get() == "allow"
+    with typecheck_guard.runtime_checks("log"):
+        assert _level.get() == "log"
+        with pytest.raises(KeyError):
+            with typecheck_guard.runtime_checks("disallow") as setting:
+                assert _level.get() == "disallow"
+                assert repr(setting) == "typecheck_guard.runtime_checks('disallow')"
+                raise KeyError
+        assert _level.get() == "log"
+    assert _level.get() == "allow"
+
+
+def test_bare_call_sets_the_level_for_this_context():
+    def body():
+        typecheck_guard.runtime_checks("log")
+        return _level.get()
+
+    import contextvars
+
+    context = contextvars.copy_context()
+    assert context.run(body) == "log"
+    assert context[_level] == "log"
+    assert _level.get() == "allow"
+
+
+@allow_checks
+def test_threads_are_isolated(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, _node_value(Node))
+    inside, done = threading.Event(), threading.Event()
+    seen = []
+
+    def other():
+        inside.wait()
+        seen.append(_level.get())
+        try:
+            step(state)  # this thread is at "allow": no error
+            seen.append("ran")
+        except Exception as e:  # pragma: no cover - the failure we test against
+            seen.append(e)
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with typecheck_guard.runtime_checks("disallow"):
+        inside.set()
+        done.wait()
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError):
+            step(state)
+    thread.join()
+    assert seen == ["allow", "ran"]
+
+
+def test_asyncio_tasks_are_isolated():
+    async def strict():
+        with typecheck_guard.runtime_checks("disallow"):
+            await asyncio.sleep(0.01)
+            return _level.get()
+
+    async def plain():
+        await asyncio.sleep(0.005)
+        return _level.get()
+
+    async def main():
+        return await asyncio.gather(strict(), plain())
+
+    assert asyncio.run(main()) == ["disallow", "allow"]
+
+
+def test_wrapped_callables_keep_their_api():
+    def add(x, n):
+        return x + n
+
+    jitted = jax.jit(add, static_argnums=1)
+    assert jitted.__wrapped__.__wrapped__ is add  # ours, then JAX's
+    assert jitted.lower(1.0, 2).compile()(1.0) == 3.0
+    assert jitted(1.0, 2) == 3.0
+    assert "watched by typecheck_guard" in repr(jitted)
+
+    @jax.jit(static_argnames="n")  # the decorator-factory form
+    def add2(x, n):
+        return x + n
+
+    assert add2(1.0, n=2) == 3.0
+
+    @ft.partial(jax.jit, static_argnames="n")
+    def add3(x, n):
+        return x + n
+
+    assert add3(1.0, n=2) == 3.0
+
+    class Model:
+        @ft.partial(jax.jit, static_argnums=0)
+        def method(self, x):
+            return x * 2
+
+        @eqx.filter_jit
+        def filtered(self, x):
+            return x * 3
+
+    model = Model()
+    assert model.method(1.0) == 2.0 and model.filtered(1.0) == 3.0
+    # An already-jitted callable given to another transform works as before.
+    assert eqx.filter_jit(jax.jit(lambda x: x + 1))(1.0) == 2.0
+
+
+def test_error_pickles_under_its_public_name():
+    error = typecheck_guard.RuntimeTypecheckError("message")
+    assert type(error).__module__ == "typecheck_guard"
+    assert str(pickle.loads(pickle.dumps(error))) == "message"
+
+
+def test_switching_off_puts_every_factory_back():
+    # A fresh interpreter: runtime_checks switches the guard on, `release` (what the
+    # pytest plugin calls at the end of a session) puts everything back.
+    code = (
+        "import jax, equinox, flax.nnx\n"
+        "before = (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit)\n"
+        "from typecheck_guard._guard import _jitwrap\n"
+        "_jitwrap.acquire()\n"
+        "during = (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit)\n"
+        "assert all(a is not b for a, b in zip(before, during))\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "_jitwrap.release()\n"
+        "assert (jax.jit, jax.pmap, equinox.filter_jit, flax.nnx.jit) == before\n"
+        "assert f(1.0) == 2.0  # made while on: still works, only forwards\n"
+        "import sys\n"
+        "assert not any(type(x).__name__ == '_Finder' for x in sys.meta_path)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_libraries_imported_later_are_patched_on_import():
+    code = (
+        "import sys, typecheck_guard\n"
+        "typecheck_guard.runtime_checks('log')\n"
+        "assert 'equinox' not in sys.modules\n"
+        "import equinox\n"
+        "from flax import nnx\n"
+        "assert hasattr(equinox.filter_jit, '__typecheck_guard_original__')\n"
+        "assert hasattr(nnx.jit, '__typecheck_guard_original__')\n"
+        "print(type(equinox.filter_jit(lambda x: x)).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Jitted"
+
+
+def test_public_names():
+    assert (
+        typecheck_guard.runtime_checks is typecheck_guard._guard._runtime.runtime_checks
+    )
+    assert issubclass(typecheck_guard.RuntimeTypecheckError, RuntimeError)
+
+
+# Host callbacks: a check inside one runs each time JAX calls it, by design.
+
+CALLBACKS = {
+    "jax.pure_callback": lambda f, x: jax.pure_callback(
+        lambda x: (f(x), x)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    ),
+    "jax.experimental.io_callback": lambda f, x: io_callback(
+        lambda x: (f(x), x)[1], jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    ),
+    "jax.debug.callback": lambda f, x: (jax.debug.callback(f, x), x)[1],
+}
+
+
+def _checked_progress(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    def progress(x: Float[ArrayLike, ""]) -> None:
+        pass
+
+    return progress
+
+
+def _in_a_loop(primitive, progress, transform=jax.jit, times=4):
+    """A jitted function whose callback runs `times` times per call."""
+
+    def body(i, x):
+        return CALLBACKS[primitive](progress, x) + 1.0
+
+    return transform(lambda x: jax.lax.fori_loop(0, times, body, x))
+
+
+@pytest.fixture
+def sink():
+    """Every tally the guard reports (as the pytest plugin's sink sees them)."""
+    tallies: list[dict] = []
+
+    def record(tally):
+        tallies.append(tally)
+        return False
+
+    _watch.add_sink(record)
+    yield tallies
+    _watch.remove_sink(record)
+
+
+def _totals(tallies, kind=None):
+    totals: dict = {}
+    for tally in tallies:
+        for site, entry in tally.items():
+            if kind is None or site.kind == kind:
+                into = totals.setdefault(site, [0, 0.0, 0, 0.0])
+                for i, value in enumerate(entry):
+                    into[i] += value
+    return totals
+
+
+@pytest.mark.parametrize("transform", ["jax.jit", "equinox.filter_jit"])
+@pytest.mark.parametrize("primitive", sorted(CALLBACKS))
+def test_checks_inside_host_callbacks_are_their_own_kind(
+    primitive, transform, typecheck, sink
+):
+    progress = _checked_progress(typecheck)
+    step = _in_a_loop(primitive, progress, TRANSFORMS[transform])
+    x = jnp.zeros(())
+    typecheck.reset()
+    with typecheck_guard.runtime_checks("disallow"):  # not raised by default
+        for _ in range(3):
+            x = step(x)
+        jax.effects_barrier()
+    # Every run of the callback is counted, wherever and whenever JAX ran it.
+    ((site, (count, _, first_count, _)),) = _totals(sink).items()
+    assert count == 12 and first_count <= 1
+    assert typecheck.calls == 2 * count  # jaxtyping checks the arguments, then all
+    assert site.kind == "callback"
+    assert site.checked.endswith("_checked_progress.<locals>.progress")
+    assert site.checker == f"jaxtyping with {typecheck.name}"
+    assert site.jitted.startswith(primitive + "(")
+    assert site.call_site.rsplit(":", 1)[0].endswith("test_runtime.py")
+    text = site.describe(count, 0.0) + site.fix()
+    assert "inside a host callback" in text and "flatten or unflatten" not in text
+    assert "--typecheck-guard-callbacks=strict" in text and "callbacks=True" in text
+
+
+def test_callback_counts_are_the_same_every_run(typecheck, sink):
+    # The sites are the callback's, not the jitted call's that happened to be in
+    # flight when JAX ran it: the same program gives the same counts.
+    progress = _checked_progress(typecheck)
+    runs = []
+    for _ in range(3):
+        sink.clear()
+        with typecheck_guard.runtime_checks("log"):
+            for primitive in sorted(CALLBACKS):
+                step = _in_a_loop(primitive, progress, times=3)
+                step(step(jnp.zeros(())))
+            jax.effects_barrier()
+        runs.append({site: entry[0] for site, entry in _totals(sink).items()})
+    assert runs[0] == runs[1] == runs[2]
+    assert sorted(runs[0].values()) == [6, 6, 6]
+
+
+def test_disallow_with_callbacks_raises_for_callback_checks(typecheck):
+    progress = _checked_progress(typecheck)
+    step = _in_a_loop("jax.pure_callback", progress, times=2)
+    with typecheck_guard.runtime_checks("disallow", callbacks=True) as setting:
+        assert repr(setting) == (
+            "typecheck_guard.runtime_checks('disallow', callbacks=True)"
+        )
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(jnp.zeros(()))
+    ((site, entry),) = info.value.sites.items()
+    assert site.kind == "callback" and entry[0] == 2
+    assert "inside a host callback" in str(info.value)
+    with pytest.raises(TypeError, match="callbacks"):
+        typecheck_guard.runtime_checks("disallow", callbacks="yes")  # type: ignore[arg-type]
+
+
+def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
+    @jaxtyped(typechecker=typecheck)  # a site of its own: each is logged once
+    def logged_progress(x: Float[ArrayLike, ""]) -> None:
+        pass
+
+    progress = logged_progress
+    step = _in_a_loop("jax.debug.callback", progress)
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+    with typecheck_guard.runtime_checks("log"):
+        step(step(jnp.zeros(())))
+        jax.effects_barrier()
+    (record,) = [r for r in caplog.records if r.name == "typecheck_guard"]
+    assert "inside a host callback" in record.getMessage()
+
+
+# The reported time is the checker's own: a fake clock that only the checked
+# function's body advances must show zero.
+
+
+class _FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _checkers(typecheck):
+    import typeguard
+
+    return {
+        "jaxtyped": lambda f: jaxtyped(typechecker=typecheck)(f),
+        "beartype": beartype,
+        "typeguard": typeguard.typechecked,
+    }
+
+
+@allow_checks
+@pytest.mark.parametrize("checker", ["jaxtyped", "beartype", "typeguard"])
+def test_reported_time_excludes_the_checked_functions_body(
+    checker, typecheck, sink, monkeypatch
+):
+    clock = _FakeClock()
+    monkeypatch.setattr(_detect, "_clock", clock)
+    decorate = _checkers(typecheck)[checker]
+
+    @decorate
+    def slow_body(x: ArrayLike) -> None:
+        clock.now += 1.0  # one "second" in the body, none in the checker
+
+    # In an unflatten, and in a host callback.
+    Checked = _node_with_checked_unflatten(slow_body)
+    step = jax.jit(lambda s: s)
+    state = step(step(Checked(jnp.ones(2))))
+    in_callback = _in_a_loop("jax.pure_callback", slow_body, times=2)
+    with typecheck_guard.runtime_checks("log"):
+        step(state)
+        in_callback(jnp.zeros(()))
+        jax.effects_barrier()
+    totals = _totals(sink)
+    assert {site.kind for site in totals} == {"function", "callback"}
+    assert clock.now >= 3.0  # the bodies ran
+    for count, seconds, _, first_seconds in totals.values():
+        assert count > 0 and seconds == first_seconds == 0.0
+
+
+@allow_checks
+def test_first_check_of_a_callable_is_reported_apart(typecheck, sink):
+    Custom = _custom(typecheck)
+    step = jax.jit(lambda s: s)
+    state = step(Custom(jnp.ones(2), 0.5))
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        step(state)
+        step(state)
+    first, second = sink
+    ((count, _, first_count, _),) = first.values()
+    assert count == 1 and first_count == 0  # seen before (the first call)
+    ((count, _, first_count, _),) = second.values()
+    assert count == 1 and first_count == 0
+    fresh = _custom(typecheck)  # a new class: a new checked callable
+    step2 = jax.jit(lambda s: s)
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        step2(fresh(jnp.ones(2), 0.5))
+    ((count, _, first_count, _),) = _totals(sink).values()
+    assert first_count == 1 and count >= 1
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="3.12+ watches with sys.monitoring"
+)
+def test_the_profile_function_is_paused_while_jax_traces():
+    # Checks while tracing are never flagged, so JAX's tracing, lowering and
+    # compiling run without the profile function (they are most of a first call).
+    seen = []
+
+    def body(x):
+        seen.append(sys.getprofile())
+        return x + 1
+
+    step = jax.jit(body)
+    with typecheck_guard.runtime_checks("disallow"):
+        outside = sys.getprofile()
+        step(jnp.ones(2))
+        assert sys.getprofile() is outside
+    assert seen == [None]
