@@ -63,6 +63,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
+from .._compat._checkers import BEARTYPE_PREFIX, nested_code, typeguard2_wrappers
 from .._errors import PRIVATE_API_CHANGED
 from ._monitoring import Monitor
 
@@ -115,7 +116,6 @@ _seen_functions: weakref.WeakSet[Any] = weakref.WeakSet()
 _seen: set[str] = set()
 _MAX_SEEN: Final = 50_000
 
-_BEARTYPE_PREFIX: Final = "<@beartype("
 _TYPEGUARD_FUNCTIONS: Final = frozenset(
     {
         "wrapper",
@@ -152,17 +152,6 @@ class Check(NamedTuple):
     forward references, jaxtyping building its checks, caches filling)."""
 
 
-def _nested_code(code: CodeType, name: str) -> CodeType | None:
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            if const.co_name == name:
-                return const
-            found = _nested_code(const, name)
-            if found is not None:
-                return found
-    return None
-
-
 def _changed(what: str, package: str, found: str | None) -> RuntimeError:
     from .._compat._versions import spec
 
@@ -189,7 +178,7 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
 
     from jaxtyping import _decorator
 
-    impl = _nested_code(_decorator.jaxtyped.__code__, "wrapped_fn_impl")
+    impl = nested_code(_decorator.jaxtyped.__code__, "wrapped_fn_impl")
     if impl is None:
         raise _changed(
             "jaxtyping._decorator.jaxtyped (its nested `wrapped_fn_impl`, which runs "
@@ -239,22 +228,14 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
                 )
         else:  # 2.x: wrappers, and the functions users call directly
             sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
-            typechecked = getattr(typeguard, "typechecked", None)
-            wrapper = (
-                _nested_code(typechecked.__code__, "wrapper")  # pyright: ignore[reportOptionalMemberAccess]
-                if hasattr(typechecked, "__code__")
-                else None
-            )
-            if wrapper is None:
+            wrappers = typeguard2_wrappers()
+            if not wrappers:
                 raise _changed(
                     "typeguard.typechecked (its nested `wrapper`)",
                     "typeguard",
                     installed("typeguard"),
                 )
-            codes[wrapper] = _TYPEGUARD
-            async_wrapper = _nested_code(typechecked.__code__, "async_wrapper")  # pyright: ignore[reportOptionalMemberAccess]
-            if async_wrapper is not None:
-                codes[async_wrapper] = _TYPEGUARD
+            codes.update(dict.fromkeys(wrappers, _TYPEGUARD))
         for fn in sources:
             code = getattr(fn, "__code__", None)
             if code is not None:
@@ -267,17 +248,30 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
             return x
 
         filename = beartype(probe).__code__.co_filename
-        if not filename.startswith(_BEARTYPE_PREFIX):
+        if not filename.startswith(BEARTYPE_PREFIX):
             raise _changed(
-                f"beartype's generated wrappers being named '{_BEARTYPE_PREFIX}...' "
+                f"beartype's generated wrappers being named '{BEARTYPE_PREFIX}...' "
                 f"(found {filename!r})",
                 "beartype",
                 installed("beartype"),
             )
+        # `BeartypeConf(is_pep557_fields=True)`: the `__setattr__` it puts on a
+        # dataclass checks each field it sets (beartype 0.20+).
+        try:
+            from beartype._decor._type._pep import decortypepep557
+        except ImportError:
+            pass
+        else:
+            setattr_code = nested_code(
+                decortypepep557.beartype_pep557_dataclass.__code__,
+                "check_pep557_dataclass_field",
+            )
+            if setattr_code is not None:
+                codes[setattr_code] = _BEARTYPE
 
     from .._unflatten import _safe as _unflatten
 
-    return codes, owners, files, _nested_code(_unflatten._make_guard.__code__, "guard")
+    return codes, owners, files, nested_code(_unflatten._make_guard.__code__, "guard")
 
 
 def _package_dirs() -> tuple[str, ...]:
@@ -320,7 +314,7 @@ def _kind_of_code(code: CodeType) -> int:
     kind = _known.get(code)
     if kind is not None:
         return kind
-    if code.co_filename.startswith(_BEARTYPE_PREFIX) and code.co_name != "<module>":
+    if code.co_filename.startswith(BEARTYPE_PREFIX) and code.co_name != "<module>":
         # `<module>` is beartype executing the source of a wrapper it is generating
         # (decoration, not a check): jaxtyping < 0.3 decorates a fresh function on
         # every construction of a dataclass it checks.
@@ -394,7 +388,11 @@ def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
     if kind == _JAXTYPING:
         return _qualified(frame.f_locals.get("fn")), "jaxtyping"
     if kind == _BEARTYPE:
-        name = code.co_filename[len(_BEARTYPE_PREFIX) :]
+        if not code.co_filename.startswith(BEARTYPE_PREFIX):
+            # `is_pep557_fields`: the `__setattr__` beartype put on a dataclass.
+            owner = type(frame.f_locals.get("self"))
+            return f"{_qualified(owner)}.__setattr__", "beartype"
+        name = code.co_filename[len(BEARTYPE_PREFIX) :]
         return name.rsplit(") at ", 1)[0], "beartype"
     if kind == _ISINSTANCE:
         cls = frame.f_locals.get(code.co_varnames[0]) if code.co_varnames else None

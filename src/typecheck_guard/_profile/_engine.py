@@ -44,6 +44,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import Any, Final
 
+from .._compat._checkers import BEARTYPE_PREFIX
 from .._guard import _detect
 from .._guard._monitoring import Monitor
 from ._data import Record, Totals
@@ -179,8 +180,7 @@ def _situation(frame: FrameType) -> tuple[str, str | None, bool]:
             elif jitted is None and code.co_name in _ONCE_PER_COMPILATION:
                 compiling = filename.startswith(_tree_dirs)
             if caller is None and not (
-                filename.startswith(_skip_dirs)
-                or filename.startswith(_detect._BEARTYPE_PREFIX)
+                filename.startswith(_skip_dirs) or filename.startswith(BEARTYPE_PREFIX)
             ):
                 caller = f
         f = f.f_back
