@@ -255,8 +255,8 @@ def _unsupported(package, found="0.0.1"):
 @pytest.mark.parametrize(
     ("package", "off"),
     [
-        ("jax", "flax.struct and TrainState are not adapted"),
-        ("chex", "chex.dataclass classes are not adapted"),
+        ("jax", "flax.struct, TrainState) still re-run their checks"),
+        ("chex", "chex.dataclass classes still re-run their __post_init__ check"),
         ("jaxtyping", "PyTree[...] checks are not cached"),
     ],
 )

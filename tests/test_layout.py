@@ -16,15 +16,16 @@ TESTS = Path(__file__).parent
 # layer first. Each README says the same under "Never imports".
 LAYERS = {
     "_compat": set(),
-    "_adapt": {"_compat"},
     "_cache": {"_compat"},
-    "_unflatten": {"_adapt", "_cache", "_compat"},
+    "_unflatten": {"_cache", "_compat"},
+    "_adapt": {"_unflatten", "_compat"},
     "_guard": {"_unflatten", "_compat"},
     "_profile": {"_guard", "_unflatten", "_adapt", "_cache", "_compat"},
     "_tools": {"_profile", "_adapt", "_compat", "_install"},
 }
 
 PUBLIC = {
+    "check",
     "install",
     "installed",
     "uninstall",

@@ -32,10 +32,11 @@ _stack: contextlib.ExitStack | None = None
 
 # What each part does, for the message that says it is off.
 _WHAT: dict[str, str] = {
-    "jax": "classes registered through jax.tree_util.register_dataclass, "
-    "flax.struct and TrainState are not adapted (they re-run their checks on "
-    "unflatten; typecheck_guard.unflatten_safe still works)",
-    "chex": "chex.dataclass classes are not adapted",
+    "jax": "classes registered through jax.tree_util (register_pytree_node, "
+    "register_dataclass, flax.struct, TrainState) still re-run their checks on "
+    "unflatten (typecheck_guard.unflatten_safe still works)",
+    "chex": "chex.dataclass classes still re-run their __post_init__ check on "
+    "unflatten",
     "pytree_cache": "PyTree[...] checks are not cached",
 }
 
@@ -46,27 +47,32 @@ def installed() -> bool:
 
 
 def install(*, pytree_cache: bool = True) -> None:
-    """Make typechecked pytree classes unflatten without re-running their checks, and
-    cache the verdicts of `PyTree[...]` checks.
+    """Make every pytree class registered from now on unflatten without re-running
+    its typecheck, and cache the verdicts of `PyTree[...]` checks.
 
-    After this, every class registered through `jax.tree_util.register_dataclass`,
-    `flax.struct.dataclass`, a `flax.struct.PyTreeNode` subclass (including
-    subclasses of `flax.training.train_state.TrainState`) and `chex.dataclass` is
-    registered with generated flatten/unflatten functions that build instances with
-    `object.__new__`: unflattening (after every jitted call, in `tree_map`, ...) never
-    calls `__init__` or `__post_init__`, so no check runs. Constructions are checked
-    exactly as before. Works whether flax and chex are imported before or after.
+    JAX's registry is the one place that knows a call is an unflatten. After this,
+    what JAX's registry holds for a class registered through
+    `jax.tree_util.register_pytree_node`, `register_pytree_with_keys`,
+    `register_pytree_node_class`, `register_dataclass`, `flax.struct.dataclass`
+    (`PyTreeNode`, `TrainState`) or `chex.dataclass` is either a generated
+    unflatten that builds the instance with `object.__new__` (where that provably
+    builds what the library's own unflatten builds), or the class's own unflatten,
+    wrapped to mark "JAX is unflattening this class": the checker layers of its
+    constructor then skip their check for exactly that construction, and the rest
+    runs as without us (the `__init__` body, `__post_init__`, other decorators,
+    constructions nested in them, which are checked). Every construction you write
+    is checked as before, and every unflatten returns what JAX's returns. Equinox
+    modules and Flax NNX objects already unflatten without `__init__` and are left
+    as they are. Works whether flax and chex are imported before or after.
 
-    A class is adapted only when that provably builds the same object as the
-    library's own unflatten: a dataclass whose `__init__` is the generated one
-    (under typechecker wrappers), with no `__post_init__` other than an empty one,
-    no `InitVar`, no custom `__new__`, metaclass `__call__` or `__setattr__`, and a
-    default for every field not passed to `__init__`. Every other class keeps its
-    library's registration and is listed, with the reason, by
-    `typecheck_guard.unadapted()`.
+    What you give up: a tree operation is not re-checked, so one that builds values
+    the check would reject (`jax.tree.map(lambda x: x.astype(jnp.int32), state)`)
+    returns them where plain JAX raises; `typecheck_guard.check(tree)` runs those
+    checks on demand.
 
-    Classes registered before `install()` are left as they were: see
-    `typecheck_guard.unadapted()`, and `typecheck_guard.unflatten_safe` for them.
+    Classes registered before `install()` are left as they were:
+    `typecheck_guard.unadapted()` lists them, and `typecheck_guard.unflatten_safe`
+    covers them.
 
     It also turns on the exact cache of `isinstance(x, PyTree[...])` checks (see
     `typecheck_guard.cache_pytree_checks`): an eager call that passes a tree with the
@@ -145,9 +151,11 @@ def install(*, pytree_cache: bool = True) -> None:
         warnings.warn(
             f"typecheck_guard.install(): {len(left)} pytree class(es) registered "
             f"before install() still run their typecheck on every unflatten: "
-            f"{names}{more}. Define them after install(), or wrap the jitted "
-            "functions that return them in typecheck_guard.unflatten_safe(...); "
-            "typecheck_guard.unadapted() lists them.",
+            f"{names}{more}. Call install() before they are defined (with no code "
+            "change: `typecheck-guard run your_script.py`, or `pytest "
+            "--typecheck-guard-install`), or wrap the jitted functions that return "
+            "them in typecheck_guard.unflatten_safe(...); typecheck_guard.unadapted() "
+            "lists them.",
             UnadaptedClassesWarning,
             stacklevel=2,
         )
@@ -162,9 +170,11 @@ def uninstall() -> None:
     """
     global _stack
     with _lock:
-        from ._unflatten._safe import unguard_all
+        from ._unflatten._guards import unguard_all
+        from ._unflatten._safe import forget
 
         if _stack is not None:
             stack, _stack = _stack, None
             stack.close()
         unguard_all()
+        forget()

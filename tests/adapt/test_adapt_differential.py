@@ -97,11 +97,13 @@ for i, source in enumerate(json.loads(open(sys.argv[1]).read())):
     unflatten_calls = calls[0] - before
     if mode == "install":
         cls = type(obj)
-        how = typecheck_guard._adapt._register.adapted_how(cls)
+        register = typecheck_guard._adapt._register
+        marked = register.marked_why(cls)
         entry["install"] = {
-            "adapted": how is not None,
+            "registered": register.adapted_how(cls) is not None,
+            "adapted": register.adapted_how(cls) is not None and marked is None,
             "unflatten_calls": unflatten_calls,
-            "refused": typecheck_guard._adapt._register.refused_why(cls),
+            "marked": marked,
             "listed": [r.reason for r in typecheck_guard.unadapted() if r.cls is cls],
         }
     report.append(entry)
@@ -321,14 +323,13 @@ def check_batch(batch: list[tuple[str, dict[str, Any]]], tmp_path_factory: Any) 
         assert got == want, f"unflatten differs with install() for\n{context}"
         if extra is None:
             continue  # the class could not be defined, with or without install()
-        if extra["adapted"]:
-            assert extra["unflatten_calls"] == 0, context
-            assert extra["refused"] is None, context
-        else:
-            assert extra["refused"], f"left to JAX without a reason:\n{context}"
-            # chex's unflatten calls `__post_init__`, not the checked `__init__`.
-            init_runs = spec["checked"] and spec["route"] != "chex"
-            if init_runs or spec["post_init"] == "checked_empty":
-                assert extra["listed"] == [extra["refused"]], context
+        # Every class registered after install() is ours, unflattens with no
+        # check, and is listed nowhere: through `__new__` where provably exact,
+        # else through its library's own unflatten, marked, with the reason.
+        assert extra["registered"], context
+        assert extra["unflatten_calls"] == 0, context
+        assert extra["listed"] == [], context
+        if not extra["adapted"]:
+            assert extra["marked"], f"marked without a reason:\n{context}"
         if "error" not in want["defined"]:
             assert extra["adapted"] == _should_adapt(spec), context

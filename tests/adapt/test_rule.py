@@ -1,8 +1,11 @@
-"""`install()` adapts a class only when its unflatten is provably JAX's: each class
-here was adapted (and unflattened differently from JAX) before the rule of
-`_adapt/_rule.py`, and is now left to JAX with the reason listed."""
+"""`install()` unflattens a class through `__new__` only when that is provably what
+JAX's unflatten builds: each class here was once unflattened through `__new__` (and
+differently from JAX) before the rule of `_adapt/_rule.py`; now its own
+`cls(**fields)` runs, marked so that only its check is skipped, with the reason
+recorded."""
 
 import dataclasses
+import functools as ft
 import linecache
 import warnings
 from typing import Any
@@ -15,12 +18,13 @@ from jaxtyping import jaxtyped
 
 import typecheck_guard
 from helpers import requires
-from typecheck_guard._adapt._register import adapted_how, refused_why
+from typecheck_guard._adapt._register import adapted_how, marked_why
 
 
 def _left_to_jax(cls: type, words: str) -> None:
-    assert adapted_how(cls) is None
-    reason = refused_why(cls)
+    """`cls` unflattens through its library's own `cls(**fields)`, marked."""
+    assert adapted_how(cls) is not None
+    reason = marked_why(cls)
     assert reason is not None and words in reason, reason
 
 
@@ -193,7 +197,7 @@ def test_unflatten_writes_fields_as_init_does(installed):
     assert back.z == 5
 
 
-def test_unadapted_and_scan_use_one_wording(installed, typecheck):
+def _derives(typecheck):
     @jaxtyped(typechecker=typecheck)
     @struct.dataclass
     class Derives:
@@ -202,14 +206,61 @@ def test_unadapted_and_scan_use_one_wording(installed, typecheck):
         def __post_init__(self):
             object.__setattr__(self, "y", 1)
 
-    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Derives]
-    assert record.registration == "flax.struct.dataclass"
-    assert "__post_init__" in record.reason and "unflatten_safe" in str(record)
+    return Derives
+
+
+def test_unadapted_scan_and_install_give_one_answer(typecheck):
     from typecheck_guard._adapt._coverage import finding
 
+    before = _derives(typecheck)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+    after = _derives(typecheck)
+    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is before]
+    assert record.registration == "flax.struct.dataclass"
+    assert record.reason.startswith("registered before typecheck_guard.install()")
+    assert "typecheck-guard run" in record.fix and "unflatten_safe" in record.fix
     found, _ = finding(record)
     assert found.registration == record.registration
-    assert not found.install_covers and found.unflatten_safe_covers
+    assert found.install_covers and found.unflatten_safe_covers
+    # The same class defined after install(): covered, so neither lists it.
+    assert not [r for r in typecheck_guard.unadapted() if r.cls is after]
+    constructed = after(x=jnp.ones(1))
+    typecheck.reset()
+    assert jax.tree.map(lambda v: v, constructed).y == 1
+    assert typecheck.calls == 0  # the unflatten ran __post_init__, not the check
+
+
+def test_a_decorator_above_the_check_is_reported_the_same_everywhere(
+    installed, typecheck
+):
+    from typecheck_guard._adapt._coverage import finding
+
+    def logged(init):
+        @ft.wraps(init)
+        def wrapper(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+
+        return wrapper
+
+    @struct.dataclass
+    class Logged:
+        x: jax.Array
+
+    Logged.__init__ = logged(jaxtyped(typechecker=typecheck)(Logged.__init__))
+    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Logged]
+    assert "not a typechecker" in record.reason
+    assert "outermost" in record.fix
+    found, _ = finding(record)
+    assert not found.install_covers and not found.unflatten_safe_covers
+    # install() runs the decorator and the check, as JAX does: same value.
+    typecheck.reset()
+    constructed = Logged(x=jnp.ones(1))
+    per_construction = typecheck.calls
+    out = jax.tree.map(lambda v: v + 1, constructed)
+    assert out.x.tolist() == [2.0]
+    assert per_construction > 0 and typecheck.calls == 2 * per_construction
 
 
 # Field names JAX's register_dataclass accepts that are not plain identifiers.
@@ -336,7 +387,7 @@ def test_chex_unflatten_is_chex_s_less_the_empty_post_init(installed, typecheck)
     assert list(vars(back)) == ["b", "a"]  # field order, as chex sets them
 
 
-def test_chex_post_init_doing_work_is_left_to_chex(installed, typecheck):
+def test_chex_post_init_doing_work_runs_chex_s_unflatten_marked(installed, typecheck):
     import chex
 
     @chex.dataclass
@@ -350,10 +401,10 @@ def test_chex_post_init_doing_work_is_left_to_chex(installed, typecheck):
     c = Counted(x=jnp.ones(1))
     _left_to_jax(Counted, "__post_init__")
     del c.n
+    typecheck.reset()
     assert jax.tree.map(lambda v: v, c).n == 1  # chex's unflatten ran it
-    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Counted]
-    assert record.registration == "chex.dataclass"
-    assert record.reason == refused_why(Counted)
+    assert typecheck.calls == 0  # but not its check
+    assert not [r for r in typecheck_guard.unadapted() if r.cls is Counted]
 
 
 def test_field_iterators_reach_jax_whole(installed):

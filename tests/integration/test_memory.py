@@ -28,7 +28,7 @@ from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
 from helpers import make_early, run_cached
-from typecheck_guard._unflatten import _frames, _safe as _unflatten
+from typecheck_guard._unflatten import _frames, _guards, _safe
 
 # --- caches are bounded ------------------------------------------------------------
 
@@ -113,9 +113,9 @@ def test_library_code_cache_does_not_grow_with_calls(typecheck):
     Early = make_early(typecheck)
     step = typecheck_guard.unflatten_safe(jax.jit(lambda s: s.replace(x=s.x * 2)))
     state = run_cached(step, Early(jnp.ones(2), jnp.ones(2)), 3)
-    before = (len(_frames._kinds), len(_unflatten._unflatten_codes))
+    before = (len(_frames._kinds), len(_guards._unflatten_codes))
     run_cached(step, state, 20)
-    assert (len(_frames._kinds), len(_unflatten._unflatten_codes)) == before
+    assert (len(_frames._kinds), len(_guards._unflatten_codes)) == before
 
 
 # --- we hold no strong reference to classes ----------------------------------------
@@ -215,8 +215,8 @@ def test_unflatten_safe_guard_holds_no_reference(monkeypatch):
     # A registry we control stands in for JAX's, so that only our references
     # remain once the class is dropped from it.
     fake: dict[type, object] = {}
-    monkeypatch.setattr(_unflatten, "_registry", fake)
-    monkeypatch.setattr(_unflatten, "_seen", 0)
+    monkeypatch.setattr(_safe, "_registry", fake)
+    monkeypatch.setattr(_safe, "_seen", 0)
     monkeypatch.setattr(
         "typecheck_guard._compat._jax.registry_items", lambda: list(fake.copy().items())
     )

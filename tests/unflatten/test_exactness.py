@@ -18,7 +18,7 @@ from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
 from helpers import make_early, require, requires
-from typecheck_guard._unflatten._safe import _state
+from typecheck_guard._unflatten._state import block as _state
 
 # At module level: the annotations below are strings (`from __future__ import
 # annotations`), which jaxtyping resolves in the module's globals.

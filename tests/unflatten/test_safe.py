@@ -193,7 +193,7 @@ def test_chex_post_init_under_unflatten_safe(typecheck):
 
 
 def test_state_nests_and_restores_on_error(typecheck):
-    from typecheck_guard._unflatten._safe import _state
+    from typecheck_guard._unflatten._state import block as _state
 
     assert _state.get() is None
     with typecheck_guard.unflatten_safe():
@@ -223,7 +223,7 @@ def test_threads_are_isolated(typecheck):
     seen_in_other_thread = []
 
     def other():
-        from typecheck_guard._unflatten._safe import _state
+        from typecheck_guard._unflatten._state import block as _state
 
         start.wait()
         seen_in_other_thread.append(_state.get())
@@ -240,7 +240,7 @@ def test_threads_are_isolated(typecheck):
 
 
 def test_asyncio_tasks_are_isolated():
-    from typecheck_guard._unflatten._safe import _state
+    from typecheck_guard._unflatten._state import block as _state
 
     async def guarded():
         with typecheck_guard.unflatten_safe():

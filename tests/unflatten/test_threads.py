@@ -19,7 +19,7 @@ from flax import struct
 
 import typecheck_guard
 from helpers import make_early
-from typecheck_guard._unflatten._safe import _state
+from typecheck_guard._unflatten._state import block as _state, marks
 
 # Unguarded workers check at dispatch on purpose: that is what we count.
 pytestmark = pytest.mark.allow_runtime_typechecks
@@ -263,7 +263,8 @@ def test_exception_raised_by_an_unchecked_unflatten_restores_state():
         assert treedef.unflatten([2]).x == 2
         with pytest.raises(ValueError, match="no strings"):
             treedef.unflatten(["bad"])
-        assert block is not None and _state.get() is block and not block.skip
+        assert block is not None and _state.get() is block
+        assert marks.unflattening is None and marks.building is None
         with pytest.raises(ValueError, match="no strings"):
             Picky("direct")
     assert _state.get() is None
@@ -416,7 +417,7 @@ def test_install_uninstall_racing_class_creation(typecheck):
     from jax._src.tree_util import _registry
 
     from typecheck_guard._adapt._codegen import is_generated
-    from typecheck_guard._adapt._records import unflatten_of
+    from typecheck_guard._unflatten._records import unflatten_of
 
     assert len(created) >= 30
     for cls in created:

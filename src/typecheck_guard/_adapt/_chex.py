@@ -1,5 +1,5 @@
-"""Patch chex so that `chex.dataclass` classes registered from now on whose
-`__post_init__` only checks unflatten without calling it.
+"""Patch chex so that `chex.dataclass` classes registered from now on unflatten
+without their check.
 
 chex already unflattens through `__new__`, but then calls `__post_init__` on every
 unflatten (`chex/_src/dataclass.py`, `_dataclass_unflatten`), and a typechecked
@@ -9,8 +9,10 @@ unflatten (`chex/_src/dataclass.py`, `_dataclass_unflatten`), and a typechecked
 same flatten (sorted `__dict__`, `GetAttrKey` paths: keypaths and treedefs are
 unchanged) and a generated unflatten that does what chex's does, less the call of
 `__post_init__`. That is exact only when `__post_init__`'s own body is empty under
-its typechecker wrappers (`_rule.py`): any other class keeps chex's own
-registration, and `unadapted()` lists it with the reason.
+its typechecker wrappers (`_rule.py`), judged at the class's first unflatten: any
+other class keeps chex's own unflatten, which `install()`'s `register_pytree_node`
+wraps so that JAX's calls are marked (`_marked.py`), and its checked `__post_init__`
+skips only its check.
 
 If chex is not imported yet, a meta-path finder patches `chex._src.dataclass` right
 after it is executed (the design of typeguard's `_importhook.py`).
@@ -43,10 +45,13 @@ def _flatten(node: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
 
 
 def _make_register(module: Any, original: Any) -> Any:
+    import functools
+
     from jax._src.tree_util import register_pytree_with_keys
 
     from .._compat._jax import registry
-    from ._records import CHEX, lock, mark_adapted, mark_refused
+    from .._unflatten._records import CHEX, lock, mark_adapted, mark_marked
+    from ._marked import marks_calls
     from ._rule import chex_refusal
 
     flatten_with_path = module._flatten_with_path
@@ -55,6 +60,36 @@ def _make_register(module: Any, original: Any) -> Any:
     # that we are not what keeps a chex dataclass alive.
     seen: weakref.WeakSet[type] = weakref.WeakSet()
 
+    def adapt(data_class: type) -> None:
+        plain = functools.partial(module._dataclass_unflatten, data_class)
+        new = generate_dict_unflatten(data_class)
+        marked = marks_calls(data_class, plain)
+        switched: list[str] = []
+
+        def slow(keys: Any, values: Any) -> Any:
+            # `__post_init__` is not the one we judged (a decorator stacked above
+            # `@chex.dataclass`, or a later one, wrapped it): judge it as it is now.
+            if not switched:
+                reason = chex_refusal(data_class)
+                if reason is None:
+                    new.__globals__["_post"] = getattr(
+                        data_class, "__post_init__", None
+                    )
+                    return new(keys, values)
+                switched.append(f"{reason} (as decorated when first unflattened)")
+                mark_marked(data_class, CHEX, switched[0])
+            return marked(keys, values)
+
+        new.__globals__["_slow"] = slow
+        new.__typecheck_guard_plain__ = plain  # type: ignore[attr-defined]
+        register_pytree_with_keys(
+            nodetype=data_class,
+            flatten_with_keys=flatten_with_path,
+            flatten_func=_flatten,
+            unflatten_func=new,
+        )
+        mark_adapted(data_class, CHEX)
+
     def register_dataclass_type_with_jax_tree_util(data_class: type) -> None:
         """typecheck_guard's replacement for chex's registration function."""
         if data_class in seen:
@@ -62,19 +97,15 @@ def _make_register(module: Any, original: Any) -> Any:
         with lock:
             reason = chex_refusal(data_class)
             if reason is not None:
-                # chex's own registration, unflatten and all.
+                # chex's own registration, whose unflatten (which calls
+                # `__post_init__`) our `register_pytree_node` marks.
                 original(data_class)
-                mark_refused(data_class, CHEX, reason)
+                if data_class in registry():
+                    mark_marked(data_class, CHEX, reason)
             elif data_class in registry():
                 _logger.info("%s is already registered as JAX PyTree node.", data_class)
             else:
-                register_pytree_with_keys(
-                    nodetype=data_class,
-                    flatten_with_keys=flatten_with_path,
-                    flatten_func=_flatten,
-                    unflatten_func=generate_dict_unflatten(data_class),
-                )
-                mark_adapted(data_class, CHEX)
+                adapt(data_class)
             # Only once registered: another thread that finds it here goes on to
             # flatten it.
             seen.add(data_class)

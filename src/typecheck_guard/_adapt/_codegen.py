@@ -32,6 +32,11 @@ class GeneratedFunctions(NamedTuple):
     flatten: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     flatten_with_keys: Callable[[Any], tuple[tuple[Any, ...], tuple[Any, ...]]]
     unflatten: Callable[[tuple[Any, ...], Iterable[Any]], Any]
+    """`object.__new__` and the fields written directly: no `__init__`."""
+    marked_unflatten: Callable[[tuple[Any, ...], Iterable[Any]], Any]
+    """`cls(**fields)` with JAX's mark set: `__init__` runs, its check does not."""
+    plain_unflatten: Callable[[tuple[Any, ...], Iterable[Any]], Any]
+    """`cls(**fields)`, as JAX's own unflatten: what `typecheck_guard.check` runs."""
 
 
 # Two classes can share a qualname (classes made in a loop, or by a factory
@@ -137,15 +142,22 @@ def generate_dataclass_functions(
 
     # Each field's value, as an expression over the unflatten's locals.
     values: dict[str, str] = {}
-    lines = ["def unflatten(meta, data):"]
+    unpack = []
     for names, source, prefix in (
         (data_fields, "data", "_d"),
         (meta_fields, "meta", "_m"),
     ):
         if names:
             tmp = [f"{prefix}{i}" for i in range(len(names))]
-            lines.append(f"    {', '.join(tmp)}, = {source}")
+            unpack.append(f"    {', '.join(tmp)}, = {source}")
             values.update(zip(names, tmp, strict=True))
+    # What JAX's own unflatten does: `cls(**fields)`, data and meta fields by name.
+    passed = [*data_fields, *meta_fields]
+    plain_args = [f"{n}={values[n]}" for n in passed if _plain(n)]
+    odd = [f"{constant(n)}: {values[n]}" for n in passed if not _plain(n)]
+    if odd:
+        plain_args.append("**{" + ", ".join(odd) + "}")
+    call = f"_cls({', '.join(plain_args)})"
     for i, (name, how) in enumerate(restore.items()):
         if how.factory is not None:
             namespace[f"_factory{i}"] = how.factory
@@ -157,7 +169,15 @@ def generate_dataclass_functions(
     # `vars()` (and so in pickles and reprs of `__dict__`).
     ordered = [n for n in (order or ()) if n in values]
     ordered += [n for n in values if n not in ordered]
-    lines.append("    node = _new(_cls)")
+    # Judged when `__init__` is what it was when we judged the class; `_slow` judges
+    # it again (at the first unflatten, or once a decorator replaced `__init__`).
+    lines = [
+        "def unflatten(meta, data):",
+        "    if _cls.__init__ is not _init:",
+        "        return _slow(meta, data)",
+        *unpack,
+        "    node = _new(_cls)",
+    ]
     through_dict = _writes_through_dict(cls, ordered)
     if through_dict and ordered:
         lines.append("    d = node.__dict__")
@@ -170,12 +190,91 @@ def generate_dataclass_functions(
             lines.append(f"    _setattr(node, {key}, {values[name]})")
     lines.append("    return node")
     unflatten_src = "\n".join(lines) + "\n"
+    plain_src = (
+        "\n".join(["def plain_unflatten(meta, data):", *unpack, f"    return {call}"])
+        + "\n"
+    )
+    marked_src = (
+        "\n".join(
+            [
+                "def marked_unflatten(meta, data):",
+                "    if _cls.__init__ is not _init:",
+                "        _prepare()",
+                *unpack,
+                *_MARKED.format(call=call).splitlines(),
+            ]
+        )
+        + "\n"
+    )
+    namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _marks=_marks())
 
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
         _compile("unflatten", cls, unflatten_src, dict(namespace)),
+        _compile("marked_unflatten", cls, marked_src, dict(namespace)),
+        _compile("plain_unflatten", cls, plain_src, dict(namespace)),
     )
+
+
+# Set JAX's mark around the call, restore what was there (an unflatten inside an
+# unflatten marks each level; an exception restores the state).
+_MARKED = """\
+    marks = _marks
+    mark = marks.unflattening
+    marks.unflattening = _cls
+    try:
+        return {call}
+    finally:
+        marks.unflattening = mark
+"""
+
+
+class _Unseen:
+    """What no `__init__` is: a class is judged at its first unflatten."""
+
+    def __repr__(self) -> str:
+        return "<not judged yet>"
+
+
+_UNSEEN = _Unseen()
+
+
+def _marks() -> Any:
+    from .._unflatten._state import marks
+
+    return marks
+
+
+def generate_marked_unflatten(
+    cls: type, fn: Callable[[Any, Any], Any], prepare: Callable[[], None]
+) -> Callable[[Any, Any], Any]:
+    """The unflatten `install()` registers for `cls` in place of its own `fn`: the
+    same call, with JAX's mark set, so that the checker layers of `cls`'s
+    constructor skip exactly the construction `fn` makes. `prepare()` runs at the
+    first unflatten, and again whenever `cls.__init__` was replaced since."""
+    source = (
+        "\n".join(
+            [
+                "def unflatten(aux, children):",
+                "    if _cls.__init__ is not _init:",
+                "        _prepare()",
+                *_MARKED.format(call="_fn(aux, children)").splitlines(),
+            ]
+        )
+        + "\n"
+    )
+    namespace = {
+        "_cls": cls,
+        "_fn": fn,
+        "_marks": _marks(),
+        "_init": _UNSEEN,
+        "_prepare": prepare,
+    }
+    out = _compile("unflatten", cls, source, namespace)
+    out.__wrapped__ = fn
+    out.__typecheck_guard_plain__ = fn
+    return out
 
 
 def generate_dict_unflatten(
@@ -190,6 +289,9 @@ def generate_dict_unflatten(
     """
     source = (
         "def unflatten(keys, values):\n"
+        # Judged while `__post_init__` is the one we judged (`_slow` judges again).
+        "    if getattr(_cls, '__post_init__', None) is not _post:\n"
+        "        return _slow(keys, values)\n"
         "    node = _cls.__new__(_cls)\n"
         "    attributes = dict(zip(keys, values))\n"
         "    for name in _cls.__dataclass_fields__:\n"
@@ -197,7 +299,12 @@ def generate_dict_unflatten(
         "            _setattr(node, name, attributes[name])\n"
         "    return node\n"
     )
-    namespace = {"_cls": cls, "_setattr": object.__setattr__}
+    namespace = {
+        "_cls": cls,
+        "_setattr": object.__setattr__,
+        "_post": _UNSEEN,
+        "_slow": None,
+    }
     return _compile("unflatten", cls, source, namespace)
 
 

@@ -37,50 +37,11 @@ class SilentCheck(NamedTuple):
     annotations jaxtyping could not resolve)."""
 
 
-def _install_would_adapt(record: UnadaptedClass) -> bool:
-    """Whether `install()` would adapt this class, were it defined after it: the
-    rule `install()` itself follows (`_adapt/_rule.py`), on the class as it is
-    registered now."""
-    from .._adapt._records import refused_why
-    from .._adapt._rule import would_refuse
-    from .._compat._jax import registry
-
-    cls = record.cls
-    if refused_why(cls) is not None:
-        return False
-    return would_refuse(cls, registry().get(cls)) is None
-
-
-def _unflatten_safe_covers(record: UnadaptedClass) -> bool:
-    from .._compat._checkers import peel
-
-    return all(
-        peel(getattr(record.cls, name)).unchecked is not None for name in record.checked
-    )
-
-
-def _fix(record: UnadaptedClass, by_install: bool, by_safe: bool) -> str:
-    name = record.cls.__qualname__
-    wrap = "step = typecheck_guard.unflatten_safe(jax.jit(step))"
-    if by_install:
-        return (
-            f"call typecheck_guard.install() before {name} is defined (first thing "
-            f"in your entry point), or wrap the jitted functions that return it: {wrap}"
-        )
-    if record.registration.startswith("register_pytree_node"):
-        alternative = (
-            f"; or wrap the jitted functions that return it: {wrap}" if by_safe else ""
-        )
-        return (
-            f"build the instance with object.__new__ in {name}.tree_unflatten instead "
-            f"of calling {name}(...){alternative}"
-        )
-    if by_safe:
-        return f"wrap the jitted functions that return {name}: {wrap}"
-    return (
-        f"unflatten {name} through object.__new__: a wrapper that is not a "
-        "typechecker sits above its check, so typecheck_guard can't skip it"
-    )
+def _covered(record: UnadaptedClass) -> bool:
+    """Whether its check can be skipped at all: every checked hook peels (no
+    decorator that is not a typechecker above a check). Then `install()` covers it
+    when it is defined after `install()`, and `unflatten_safe` covers it now."""
+    return "not a typechecker" not in record.reason
 
 
 def _cells(fn: Any) -> dict[str, Any]:
@@ -189,8 +150,7 @@ def _unresolved(method: Any) -> list[str]:
 
 
 def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
-    by_install = _install_would_adapt(record)
-    by_safe = _unflatten_safe_covers(record)
+    by_install = by_safe = _covered(record)
     checkers, silent = _checkers_shown(record)
     qualname = f"{record.cls.__module__}.{record.cls.__qualname__}"
     found = Finding(
@@ -202,7 +162,7 @@ def finding(record: UnadaptedClass) -> tuple[Finding, list[SilentCheck]]:
         record.reason,
         by_install,
         by_safe,
-        _fix(record, by_install, by_safe),
+        record.fix,
     )
     unresolved = []
     for name in record.checked:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools as ft
+import inspect
 import sys
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar, overload
 
@@ -24,20 +26,22 @@ from .._errors import (
     OVERLAP,
     UNKNOWN_DROP,
 )
-from ._codegen import Restore, generate_dataclass_functions
-from ._records import (
+from .._unflatten._records import (
     FLAX_STRUCT,
     adapted_how as adapted_how,
     lock as _lock,
     mark_adapted,
-    mark_refused,
-    record_route,
-    refused_why as refused_why,
+    mark_marked,
+    marked_why as marked_why,
     registration_of,
 )
+from ._codegen import Restore, generate_dataclass_functions
 from ._rule import dataclass_refusal
 
-__all__ = ["adapted_how", "refused_why", "register_dataclass"]
+__all__ = ["adapted_how", "marked_why", "register_dataclass"]
+
+# The route of an explicit `typecheck_guard.register_dataclass`: `__new__`, always.
+OPT_IN = "typecheck_guard.register_dataclass"
 
 _T = TypeVar("_T", bound=type)
 
@@ -54,12 +58,16 @@ def _plural(names: set[str]) -> tuple[str, str]:
     return ", ".join(sorted(map(repr, names))), ("are" if len(names) > 1 else "is")
 
 
-def _slotted(cls: type) -> bool:
-    """Whether the dataclass that generated `cls.__init__` was made with
-    `slots=True` (Python 3.12+ records it; before, such a class has `__slots__`)."""
-    owner = next((k for k in cls.__mro__ if "__init__" in vars(k)), cls)
-    params = vars(owner).get("__dataclass_params__")
-    return getattr(params, "slots", "__slots__" in vars(owner))
+def _slot_field(cls: type, name: str) -> bool:
+    """Whether field `name` of `cls` is a slot: then the generated `__init__` writes
+    even an `init=False` field's default (`dataclasses._field_init` with
+    `slots=True`). A field with a default that is no slot is left to its class
+    attribute, even when the class has hand-written `__slots__` (with `__dict__` or
+    `__weakref__`): Python 3.10 and 3.11 don't record `slots=True`, so we look at
+    the attribute itself."""
+    return isinstance(
+        inspect.getattr_static(cls, name, None), types.MemberDescriptorType
+    )
 
 
 def _names(cls: str, arg: str, value: Any) -> tuple[str, ...]:
@@ -157,13 +165,12 @@ def plan(
                         "to its default."
                     )
             raise ValueError(FIELD_MISMATCH.format(cls=name, details=details))
-        slotted = _slotted(cls)
         for field_name, f in fields.items():
             if field_name in listed:
                 continue
             why = "init=False" if not f.init else "in drop_fields"
             if f.default is not dataclasses.MISSING:
-                if not f.init and not slotted:
+                if not f.init and not _slot_field(cls, field_name):
                     # The generated `__init__` of a class without slots leaves such a
                     # field unset: the class attribute holds its default
                     # (`dataclasses._field_init`). So do we, or `vars()` would
@@ -188,7 +195,7 @@ def plan(
 def _already_registered(cls: type) -> str:
     """The message for registering `cls` twice: who registered it, and what to do."""
     from .._compat._jax import registry
-    from ._records import is_dataclass_entry
+    from .._unflatten._records import is_dataclass_entry
 
     how = adapted_how(cls)
     if how is not None:
@@ -200,11 +207,21 @@ def _already_registered(cls: type) -> str:
     return ALREADY_REGISTERED.format(cls=cls.__qualname__, by=by, fix=fix)
 
 
-def adapt(cls: type, p: Plan, how: str) -> None:
-    """Register `cls` with JAX through generated `__new__`-based functions."""
+def adapt(cls: type, p: Plan, how: str, refusal: str | None = None) -> None:
+    """Register `cls` with JAX through generated functions.
+
+    Without `refusal` (`typecheck_guard.register_dataclass`, your opt-in), unflatten
+    creates the instance with `__new__` and writes its fields. With `refusal="..."`
+    (`install()`'s route: the reason we can't prove that equal to JAX's
+    `cls(**fields)`, or `None` when we can), `install()`'s rule applies: `__new__`
+    while the class, judged as it is at its first unflatten and whenever its
+    `__init__` is replaced, still passes the rule; otherwise JAX's own
+    `cls(**fields)`, marked, so that only its check is skipped.
+    """
     from jax._src.tree_util import register_pytree_with_keys
 
     from .._compat._jax import registry
+    from ._marked import preparer
 
     with _lock:
         if cls in registry():
@@ -212,10 +229,37 @@ def adapt(cls: type, p: Plan, how: str) -> None:
         fns = generate_dataclass_functions(
             cls, p.data_fields, p.meta_fields, p.restore, p.order
         )
+        new, marked = fns.unflatten, fns.marked_unflatten
+        marked.__globals__["_prepare"] = preparer(cls, marked)
+        judged = {"refusal": refusal}
+
+        def slow(meta: Any, data: Any) -> Any:
+            # `__init__` is not the one we judged: a decorator stacked above the
+            # registration (or a later one) wrapped it. Judge the class as it is now.
+            if judged["refusal"] is None:
+                reason = (
+                    None if how == OPT_IN else dataclass_refusal(cls, p.missing_default)
+                )
+                if reason is None:
+                    new.__globals__["_init"] = cls.__init__
+                    return new(meta, data)
+                judged["refusal"] = f"{reason} (as decorated when first unflattened)"
+                mark_marked(cls, how, judged["refusal"])
+            return marked(meta, data)
+
+        new.__globals__["_slow"] = slow
+        if refusal is None:
+            unflatten, plain = new, fns.plain_unflatten
+        else:
+            unflatten, plain = marked, fns.plain_unflatten
+        unflatten.__typecheck_guard_plain__ = plain  # type: ignore[attr-defined]
         register_pytree_with_keys(
-            cls, fns.flatten_with_keys, fns.unflatten, flatten_func=fns.flatten
+            cls, fns.flatten_with_keys, unflatten, flatten_func=fns.flatten
         )
-        mark_adapted(cls, how)
+        if refusal is None:
+            mark_adapted(cls, how)
+        else:
+            mark_marked(cls, how, refusal)
 
 
 @overload
@@ -298,7 +342,7 @@ def register_dataclass(
         raise ValueError(
             NO_RESTORE.format(cls=nodetype.__qualname__, name=field_name, why=why)
         )
-    adapt(nodetype, p, "typecheck_guard.register_dataclass")
+    adapt(nodetype, p, OPT_IN)
     return nodetype
 
 
@@ -315,8 +359,10 @@ def _once(value: Any) -> Any:
 def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
     """The function `install()` puts in place of `jax.tree_util.register_dataclass`.
 
-    It adapts a class only when `_rule.dataclass_refusal` finds no reason not
-    to; every other class gets JAX's own registration, with the reason recorded.
+    Every class it registers unflattens without its check: through `__new__` when
+    `_rule.dataclass_refusal` finds no reason not to, else through JAX's own
+    `cls(**fields)` with JAX's mark set (`adapt`). Arguments JAX would refuse go to
+    JAX, which raises its own error.
     """
 
     @ft.wraps(original)
@@ -327,8 +373,14 @@ def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
         drop_fields: Sequence[str] = (),
     ) -> Any:
         __tracebackhide__ = True
-        # Who called us names the route in `unadapted()`, `scan` and our messages.
-        caller = sys._getframe(1).f_globals.get("__name__")
+        # Who called us names the route in `unadapted()`, `scan` and our messages
+        # (from jax 0.11 on, the public `register_dataclass` calls us).
+        frame = sys._getframe(1)
+        while frame.f_back is not None and (
+            frame.f_globals.get("__name__") == "jax._src.tree_util"
+        ):
+            frame = frame.f_back
+        caller = frame.f_globals.get("__name__")
         route = FLAX_STRUCT if caller == "flax.struct" else how
         # An iterator read once by us would reach JAX empty.
         data_fields, meta_fields, drop_fields = map(
@@ -338,24 +390,21 @@ def install_route(original: Callable[..., Any], how: str) -> Callable[..., Any]:
             p = plan(nodetype, data_fields, meta_fields, drop_fields)
         except (TypeError, ValueError):
             p = None
-        if p is None:
-            # Let JAX raise exactly the error it raised before install(), alone
-            # (raised here, outside the `except`, it has no `__context__`).
-            return original(nodetype, data_fields, meta_fields, drop_fields)
-        reason = dataclass_refusal(nodetype, p.missing_default)
-        if reason is None:
-            with _lock:
-                from .._compat._jax import registry
+        if p is not None:
+            from .._compat._jax import registry
 
+            with _lock:
                 if nodetype not in registry():
-                    adapt(nodetype, p, route)
+                    adapt(
+                        nodetype,
+                        p,
+                        route,
+                        dataclass_refusal(nodetype, p.missing_default),
+                    )
                     return nodetype
-        out = original(nodetype, data_fields, meta_fields, drop_fields)
-        if reason is not None:
-            mark_refused(nodetype, route, reason)
-        else:
-            record_route(nodetype, route)
-        return out
+        # Let JAX raise exactly the error it raised before install(), alone (raised
+        # here, outside the `except`, it has no `__context__`).
+        return original(nodetype, data_fields, meta_fields, drop_fields)
 
     register_dataclass.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
     return register_dataclass

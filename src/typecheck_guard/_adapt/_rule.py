@@ -1,5 +1,5 @@
-"""The rule `install()` follows before adapting a class: adapt only what our
-unflatten provably rebuilds exactly as the library's own unflatten does.
+"""The rule `install()` follows before unflattening a class through `__new__`: only
+where that provably rebuilds exactly what the library's own unflatten does.
 
 JAX's `register_dataclass` unflattens with `cls(**fields)`. Ours creates the instance
 with `object.__new__` and writes the fields. The two build the same object when
@@ -18,16 +18,20 @@ class without reading any user code:
 4. `cls.__new__` is `object.__new__`: a custom `__new__` receives the constructor's
    arguments;
 5. the metaclass does not override `type.__call__`, which `cls(**fields)` runs;
-6. `__setattr__` is `object`'s or the one a frozen dataclass generates (the
-   generated `__init__` of a non-frozen class assigns through `__setattr__`);
+6. `__setattr__` is `object`'s, or the class is frozen (the generated `__init__` of
+   a frozen class writes with `object.__setattr__`; a non-frozen one assigns through
+   `__setattr__`);
 7. every field not passed to `__init__` (`init=False`, `drop_fields`) has a
    default or a default factory, which we apply as `__init__` would.
 
 chex unflattens with `cls.__new__(cls)`, writes the fields with
 `object.__setattr__` and calls `__post_init__`: only rule 3 matters there.
 
-Anything else is left to its library and recorded with the reason, which
-`unadapted()` and `typecheck-guard scan` show. We rejected reading bytecode for the
+Any other class unflattens through the library's own unflatten, with JAX's mark set,
+so that only its check is skipped (`_marked.py`): the same code runs, so the same
+object comes out, a little slower. The rule is judged at registration, again at the
+class's first unflatten (decorators stacked above the registration have run by then)
+and whenever `__init__` is replaced. We rejected reading bytecode for the
 attributes `__post_init__` sets: `super().__post_init__()`, helper methods and
 `setattr` hide them, and a rule that misses a case silently changes a value.
 """
@@ -42,7 +46,7 @@ from typing import Any
 
 from .._compat._checkers import checker_of
 
-__all__ = ["chex_refusal", "dataclass_refusal", "would_refuse"]
+__all__ = ["chex_refusal", "dataclass_refusal"]
 
 
 def _under_checkers(fn: Any) -> Any:
@@ -150,12 +154,13 @@ def _setattr_refusal(cls: type) -> str | None:
     if owner is object:
         return None
     assert owner is not None
-    params = _params(owner)
-    if (
-        params is not None
-        and params.frozen
-        and _generated(vars(owner)["__setattr__"], owner, "__setattr__")
-    ):
+    init_owner = _owner(cls, "__init__")
+    params = _params(init_owner) if init_owner is not None else None
+    if params is not None and params.frozen:
+        # A frozen dataclass's generated `__init__` writes its fields with
+        # `object.__setattr__` (`dataclasses._field_assign`): whatever `__setattr__`
+        # the class has (the frozen one, beartype's field check over it), the
+        # `__init__` never runs it.
         return None
     return (
         f"it defines __setattr__ ({owner.__qualname__}.__setattr__), which its "
@@ -201,24 +206,3 @@ def dataclass_refusal(
 def chex_refusal(cls: type) -> str | None:
     """Why `install()` must leave a `chex.dataclass` to chex's own unflatten."""
     return post_init_refusal(cls)
-
-
-def would_refuse(cls: type, entry: Any) -> str | None:
-    """For a class registered before `install()` (JAX's or chex's own registration,
-    `entry` in JAX's registry): why `install()` would leave it to its library too,
-    or `None` when `install()` would adapt it, were it defined after `install()`."""
-    from ._records import is_dataclass_entry, unflatten_of
-
-    if is_dataclass_entry(entry):
-        unrestorable = [
-            (f.name, "init=False")
-            for f in getattr(cls, "__dataclass_fields__", {}).values()
-            if f._field_type is dataclasses._FIELD  # type: ignore[attr-defined]
-            and not f.init
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
-        return dataclass_refusal(cls, unrestorable)
-    if getattr(unflatten_of(entry), "__module__", None) == "chex._src.dataclass":
-        return chex_refusal(cls)
-    return "it is not registered through a route install() adapts"

@@ -1,8 +1,17 @@
-"""Which registered pytree classes would run a typecheck when they are unflattened.
+"""Which registered pytree classes still run a typecheck when JAX unflattens them.
 
 Read from JAX's registry on demand, so it also sees classes registered before
-`install()` and by `register_pytree_node(_class)`. Used by `unadapted()`, by
-`unflatten_safe` (to know which classes to guard) and by `typecheck-guard scan`.
+`install()`. After `install()`, every class registered through JAX's, flax's or
+chex's registration unflattens without its check; what is left is:
+
+- classes registered before `install()` (or through a registration function that
+  was looked up before it and kept): `install()` can't change what JAX's registry
+  already holds, and `unflatten_safe` guards them;
+- classes whose check can't be skipped without skipping more: a decorator that is not
+  a typechecker sits above the check of a hook the unflatten calls.
+
+Each is judged as it is now, the decorators stacked above its registration included.
+Used by `unadapted()`, `typecheck-guard scan` and the profiler's report.
 """
 
 from __future__ import annotations
@@ -10,21 +19,19 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._compat._checkers import peel
-from ._records import (
-    CHEX,
-    adapted_how,
+from .._unflatten._guards import blocker
+from .._unflatten._records import (
+    builds_with_new,
+    hooks_of,
     is_dataclass_entry,
-    refused_why,
+    is_ours,
     registration_of,
     unflatten_of,
 )
-from ._rule import would_refuse
 
 __all__ = ["UnadaptedClass", "at_risk", "describe", "unadapted"]
 
-# Libraries whose registered unflatten builds instances with `__new__` and calls no
-# constructor hook: classes registered by them never re-run a check on unflatten.
-_NEW_BASED = ("equinox.", "flax.nnx.")
+BEFORE_INSTALL = "registered before typecheck_guard.install()"
 
 
 class UnadaptedClass(NamedTuple):
@@ -40,21 +47,29 @@ class UnadaptedClass(NamedTuple):
     checkers: tuple[str, ...]
     """The checkers found on the methods that unflatten calls."""
     checked: tuple[str, ...]
-    """Which methods carry them: `"__init__"`, `"__post_init__"`."""
+    """Which methods carry them: `"__init__"`, `"__post_init__"`, `"__setattr__"`."""
     reason: str
-    """Why `install()` did not adapt it."""
+    """Why its unflatten still runs the check."""
 
     @property
     def fix(self) -> str:
-        """The one-line fix: what to write so that the class's unflatten stops
-        running the check."""
+        """The one-line fix: what to do so that the class's unflatten stops running
+        the check, the fixes that need no edit first."""
+        name = self.cls.__qualname__
+        if "not a typechecker" in self.reason:
+            return (
+                "put the typechecker outermost, above the other decorator (then "
+                "typecheck_guard can skip the check and still run the decorator)"
+            )
+        if self.reason.startswith(BEFORE_INSTALL):
+            return (
+                "run your program with `typecheck-guard run` (tests with `pytest "
+                "--typecheck-guard-install`), or call typecheck_guard.install() "
+                f"before {name} is defined; or wrap the jitted functions that return "
+                "it: typecheck_guard.unflatten_safe(jax.jit(step))"
+            )
         return (
-            f"wrap the jitted function that returns {self.cls.__qualname__} with "
-            "typecheck_guard.unflatten_safe(...), or define the class after "
-            "typecheck_guard.install()"
-            if self.reason.startswith("registered before")
-            else "wrap the jitted function that returns it with "
-            "typecheck_guard.unflatten_safe(...)"
+            "wrap the jitted functions that return it in typecheck_guard.unflatten_safe"
         )
 
     def __str__(self) -> str:
@@ -65,22 +80,13 @@ class UnadaptedClass(NamedTuple):
         )
 
 
-def calls_on_unflatten(registration: str) -> tuple[str, ...]:
-    """The constructor hooks a registration's unflatten runs."""
-    if registration == CHEX:
-        return ("__post_init__",)
-    # register_dataclass calls `cls(**fields)`; a hand-written unflatten that does not
-    # use `__new__` almost always calls the constructor.
-    return ("__init__", "__post_init__")
-
-
 def checked_methods(cls: type, names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     out = {}
     for name in names:
         method = getattr(cls, name, None)
-        if method is None or method is object.__init__:
+        if method is None or method in (object.__init__, object.__setattr__):
             continue
-        layers = peel(method)
+        layers = peel(getattr(method, "__typecheck_guard_original__", method))
         if layers.checkers:
             out[name] = layers.checkers
     return out
@@ -90,41 +96,42 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
     """An `UnadaptedClass` record if unflattening `cls` runs a typecheck, else None."""
     from .._compat._jax import registry
 
-    if adapted_how(cls) is not None:
-        return None
     entry = registry().get(cls) if entry is None else entry
-    if entry is None:
+    if entry is None or builds_with_new(entry):
         return None
     fn = unflatten_of(entry)
     module = getattr(fn, "__module__", "") or ""
-    if module.startswith(_NEW_BASED) or (
-        # `typecheck-guard bench` defines its scenario classes under
-        # `typecheck_guard._tools._bench`; they stand for user code and must be seen.
+    if not is_ours(cls) and (
+        # Our own classes; `typecheck-guard bench` defines its scenario classes under
+        # `typecheck_guard._tools._bench`: they stand for user code and must be seen.
         module.startswith("typecheck_guard")
         and not module.startswith("typecheck_guard._tools._bench")
     ):
         return None
-    registration = registration_of(cls, entry)
-    checked = checked_methods(cls, calls_on_unflatten(registration))
-    if not is_dataclass_entry(entry) and registration.startswith(
-        "register_pytree_node"
-    ):
-        code = getattr(fn, "__code__", None)
-        if code is not None and "__new__" in code.co_names:
-            return None
+    hooks = hooks_of(cls, entry)
+    checked = checked_methods(cls, hooks)
     if not checked:
         return None
+    blocked = blocker(cls, hooks)
+    if is_ours(cls):
+        if blocked is None:
+            return None
+        reason = blocked
+    else:
+        registration = registration_of(cls, entry)
+        if not is_dataclass_entry(entry) and registration.startswith(
+            "register_pytree_node"
+        ):
+            # A hand-written unflatten that builds with `__new__` calls no
+            # constructor hook (a guess from its code's names, for this report only).
+            code = getattr(fn, "__code__", None)
+            if code is not None and "__new__" in code.co_names:
+                return None
+        reason = BEFORE_INSTALL + (f"; {blocked}" if blocked else "")
     checkers = tuple(dict.fromkeys(c for cs in checked.values() for c in cs))
-    reason = refused_why(cls)
-    if reason is None:
-        if registration.startswith("register_pytree_node"):
-            reason = "its hand-written unflatten calls the constructor"
-        else:
-            # Registered before install(): say whether install() would adapt it.
-            reason = would_refuse(cls, entry) or (
-                "registered before typecheck_guard.install()"
-            )
-    return UnadaptedClass(cls, registration, checkers, tuple(checked), reason)
+    return UnadaptedClass(
+        cls, registration_of(cls, entry), checkers, tuple(checked), reason
+    )
 
 
 def at_risk() -> list[UnadaptedClass]:
@@ -140,14 +147,20 @@ def at_risk() -> list[UnadaptedClass]:
 
 
 def unadapted() -> tuple[UnadaptedClass, ...]:
-    """The registered pytree classes that `install()` could not adapt and whose
-    unflatten still runs a typecheck, each with the one-line fix.
+    """The registered pytree classes whose unflatten still runs a typecheck, each
+    with the reason and the one-line fix.
+
+    After `install()`, every class registered after it unflattens without its check,
+    so what is listed is: classes registered before `install()` (fix: call it first,
+    with no code change through `typecheck-guard run` or `pytest
+    --typecheck-guard-install`, or wrap the jitted functions that return them in
+    `typecheck_guard.unflatten_safe`), and classes whose check sits under a decorator
+    that is not a typechecker (fix: put the typechecker outermost).
 
     **Returns:**
 
     A tuple of `UnadaptedClass` records (`cls`, `registration`, `checkers`,
-    `checked`, `reason`, `fix`); `str()` of one is a single line. Classes listed here
-    are covered by `typecheck_guard.unflatten_safe`.
+    `checked`, `reason`, `fix`); `str()` of one is a single line.
 
     !!! Example
 

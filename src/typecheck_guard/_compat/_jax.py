@@ -5,6 +5,10 @@
   list the classes registered before `install()`.
 - `jax._src.core.trace_ctx` / `eval_trace`: whether JAX is tracing right now, in
   O(1) (`jax.core.trace_state_clean()` is public but walks more state).
+- `jax._src.tree_util.default_registry.flatten_one_level`: one node's children and
+  auxiliary data (`None` for a leaf), what `typecheck_guard.check` walks with.
+- `jax._src.config.disable_jit`: whether `jax.disable_jit()` is in effect (its
+  `.value`, ~50 ns).
 """
 
 from __future__ import annotations
@@ -63,6 +67,29 @@ def registry_items() -> list[tuple[type, Any]]:
     iteration". `dict.copy()` of a dict keyed by classes runs no Python code.
     """
     return list(_load()[0].copy().items())
+
+
+def flatten_one_level(tree: Any) -> tuple[Any, Any] | None:
+    """`(children, auxiliary data)` of `tree`'s top node, or `None` for a leaf."""
+    _load()
+    from jax._src.tree_util import default_registry
+
+    return default_registry.flatten_one_level(tree)
+
+
+def make_jit_disabled():
+    """An O(1) function answering "is `jax.disable_jit()` in effect on this thread?"
+    (then a jitted callable calls its function directly, and what it calls is no
+    unflatten)."""
+    _load()
+    from jax._src import config
+
+    state = config.disable_jit
+
+    def jit_disabled() -> bool:
+        return bool(state.value)
+
+    return jit_disabled
 
 
 def make_is_tracing():

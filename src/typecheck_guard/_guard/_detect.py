@@ -98,7 +98,7 @@ _instancecheck_owners: list[type] = []
 # `__instancecheck__` is a check wherever the class attribute points to now (the
 # PyTree cache swaps it while on; a stale verdict must not hide the original).
 _instancecheck_files: set[str] = set()
-# The code of `unflatten_safe`'s per-class guard (`_unflatten._make_guard.guard`).
+# The code of our per-class guard (`_unflatten._guards._make_guard.guard`).
 _guard_code: CodeType | None = None
 _is_tracing: Any = None
 _library_dirs: tuple[str, ...] = ()
@@ -269,9 +269,9 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
             if setattr_code is not None:
                 codes[setattr_code] = _BEARTYPE
 
-    from .._unflatten import _safe as _unflatten
+    from .._unflatten import _guards
 
-    return codes, owners, files, nested_code(_unflatten._make_guard.__code__, "guard")
+    return codes, owners, files, nested_code(_guards._make_guard.__code__, "guard")
 
 
 def _package_dirs() -> tuple[str, ...]:

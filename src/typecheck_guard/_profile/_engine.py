@@ -121,15 +121,19 @@ def _is_pytree_check(code: CodeType) -> bool:
 def _registered_unflatten(code: CodeType) -> bool:
     """Whether `code` is the Python unflatten function of a registered class."""
     global _registry_seen
-    from .._adapt._records import unflatten_of
     from .._compat._jax import registry, registry_items
+    from .._unflatten._records import function_of, unflatten_of
 
     if len(registry()) != _registry_seen:
         items = registry_items()
         for _, entry in items:
-            fn = getattr(unflatten_of(entry), "__code__", None)
-            if fn is not None:
-                _unflatten_codes.add(fn)
+            fn = unflatten_of(entry)
+            # `install()` registers the class's own unflatten wrapped (`__wrapped__`):
+            # that one calls the constructor.
+            for layer in (fn, getattr(fn, "__wrapped__", None)):
+                code = getattr(function_of(layer), "__code__", None)
+                if code is not None:
+                    _unflatten_codes.add(code)
         _registry_seen = len(items)
     return code in _unflatten_codes
 

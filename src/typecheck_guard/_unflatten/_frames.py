@@ -8,7 +8,8 @@ Python code reaches that C++ unflatten almost only through the functions of
 mirror of a dataclass node's unflatten, ...) and, from jax 0.11 on,
 `jax._src.flattree` (`FlatTree.unflatten`): `jax.eval_shape`, `jit`'s first call,
 `grad`, `vmap`, `scan`, `device_put`, Flax NNX's and Equinox's partitioning all go
-through them.
+through them; the AOT objects of `jax._src.stages` (`Lowered.in_avals`, `out_info`,
+...) call `treedef.unflatten` from a few functions of their own, which we name.
 
 Two kinds of frame count:
 
@@ -54,6 +55,27 @@ _LIBRARY_DISPATCH: Final = (
     ("equinox._jit", "_call"),
     ("flax.nnx.transforms.compilation", "JitWrapped.__call__"),
 )
+# `jax._src.stages`: the AOT objects rebuild the arguments' and outputs' trees with
+# placeholder leaves (`ArgInfo`, `ShapeDtypeStruct`, shardings) through the C++
+# `treedef.unflatten`, from these functions, which call nothing of the user's. The
+# module's other functions (`__call__`, `trace`, `lower`, ...) are not listed.
+_STAGES_TREE_CODE: Final = frozenset(
+    {
+        "make_args_info",
+        "_traced_args_info",
+        "_traced_out_info",
+        "in_avals",
+        "out_info",
+        "out_avals",
+        "lojax_pytree",
+        "input_shardings",
+        "output_shardings",
+        "input_formats",
+        "output_formats",
+        "input_layouts",
+        "output_layouts",
+    }
+)
 # A closure has no attribute path: `jax.pmap`'s wrapper, by (file, function name).
 _PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
 
@@ -77,8 +99,12 @@ def _tree_code_files() -> tuple[str, ...]:
 
         # From jax 0.11 on, `FlatTree` (what `grad`, `vjp` and `linearize` rebuild
         # their outputs with) lives in its own module next to `tree_util`.
-        flattree = os.path.join(os.path.dirname(tree_util.__file__), "flattree.py")
-        _tree_files = (tree_util.__file__, flattree)
+        here = os.path.dirname(tree_util.__file__)
+        _tree_files = (
+            tree_util.__file__,
+            os.path.join(here, "flattree.py"),
+            os.path.join(here, "stages.py"),
+        )
     return _tree_files
 
 
@@ -87,7 +113,10 @@ def _classify(code: CodeType) -> int:
         return DISPATCH
     filename = code.co_filename
     name = code.co_name
-    if filename in _tree_code_files():
+    files = _tree_code_files()
+    if filename in files:
+        if filename == files[2]:
+            return TREE if name in _STAGES_TREE_CODE else NONE
         if name.startswith("<") or name in _CALLS_USER_CODE:
             return NONE
         return TREE

@@ -99,14 +99,17 @@ def _leaf_key(leaf: Any, array_type: Any, ndarray: Any, by_value: Any) -> Any:
 def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The cache key of one call, or `None` when the call can't be cached."""
     tree_flatten, array_type, ndarray, by_value = _leaf_tools()
-    leaves, treedef = tree_flatten((args, kwargs))
     try:
+        # Flattening runs user code (a node's flatten may read an attribute its
+        # `__post_init__` has not set yet; JAX sorts dict keys that may not compare):
+        # whatever fails here makes the call uncacheable, never an error of ours.
+        leaves, treedef = tree_flatten((args, kwargs))
         key = (
             treedef,
             tuple([_leaf_key(x, array_type, ndarray, by_value) for x in leaves]),
         )
         hash(key)
-    except (_Uncacheable, TypeError):
+    except Exception:
         return None
     return key
 
@@ -203,14 +206,26 @@ def _understood(tp: Any, jt: Any, seen: frozenset[Any] = frozenset()) -> None:
             for field in _hints(tp).values():
                 _understood(field, jt, seen | {tp})
             return
-        if getattr(tp, "_is_protocol", False):
-            # A protocol is checked against the attributes of the value's type
-            # (or of a function, keyed by identity).
+        if getattr(tp, "_is_protocol", False) and not _data_members(tp):
+            # A protocol of methods is checked against the attributes of the value's
+            # type (or of a function, keyed by identity). One with data members reads
+            # the instance's own attributes, which a key by identity does not hold.
             return
     # `Annotated` (value validators), containers (`list[...]`, `dict[K, V]`: beartype
     # checks one item, and the treedef sorts dict keys and compares them with `==`),
     # type variables, unresolved strings: opaque.
     raise _Opaque
+
+
+def _data_members(protocol: type) -> bool:
+    """Whether a protocol declares members that are not methods (annotated
+    attributes, or non-callable class attributes)."""
+    names = getattr(protocol, "__protocol_attrs__", None)
+    if names is None:  # Python < 3.12
+        from typing import _get_protocol_attrs  # type: ignore[attr-defined]
+
+        names = _get_protocol_attrs(protocol)
+    return any(not callable(getattr(protocol, name, None)) for name in names)
 
 
 def _hints(obj: Any) -> dict[str, Any]:
