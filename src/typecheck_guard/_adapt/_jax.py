@@ -34,7 +34,7 @@ from typing import Any
 from .._compat._versions import check, spec
 from .._errors import PRIVATE_API_CHANGED, Unsupported
 from .._unflatten._records import lock, mark_marked, route_of_unflatten
-from ._marked import marks_calls, wants_mark
+from ._marked import activate, marks_calls, wants_mark
 from ._register import install_route
 
 _logger = logging.getLogger("typecheck_guard")
@@ -165,6 +165,7 @@ def patch(stack: contextlib.ExitStack) -> None:
         # The public name too, where it is the funnel itself.
         return [src] + [m for m in (jax.tree_util,) if getattr(m, name, None) is fn]
 
+    activate(stack)
     _patch_names(
         stack,
         aliases(node_name, node_funnel),

@@ -20,9 +20,26 @@ from collections.abc import Callable
 from typing import Any
 
 from .._unflatten._guards import guard_class
-from .._unflatten._records import NEW_BASED, function_of, mark_blocked
+from .._unflatten._records import builds_with_new, mark_blocked
 
-__all__ = ["marks_calls", "preparer", "wants_mark"]
+__all__ = ["activate", "marks_calls", "preparer", "wants_mark"]
+
+# Whether `install()` is in effect: after `uninstall()` the wrappers JAX's registry
+# still holds guard nothing, and their classes are checked as without us.
+_active = False
+
+
+def activate(stack: Any) -> None:
+    """Part of `install()`: marked unflattens guard their classes until `stack`
+    closes."""
+    global _active
+    _active = True
+    stack.callback(_deactivate)
+
+
+def _deactivate() -> None:
+    global _active
+    _active = False
 
 
 def preparer(cls: type, fn: Any) -> Callable[[], None]:
@@ -31,6 +48,8 @@ def preparer(cls: type, fn: Any) -> Callable[[], None]:
     that was judged for."""
 
     def prepare() -> None:
+        if not _active:
+            return
         mark_blocked(cls, guard_class(cls))
         fn.__globals__["_init"] = cls.__init__
 
@@ -54,5 +73,4 @@ def wants_mark(cls: Any, unflatten: Any) -> bool:
         return False
     if hasattr(unflatten, "__typecheck_guard_plain__"):
         return False
-    module = getattr(function_of(unflatten), "__module__", None) or ""
-    return not module.startswith(NEW_BASED)
+    return not builds_with_new(cls, unflatten)

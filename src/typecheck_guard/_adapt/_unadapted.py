@@ -97,7 +97,7 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
     from .._compat._jax import registry
 
     entry = registry().get(cls) if entry is None else entry
-    if entry is None or builds_with_new(entry):
+    if entry is None or builds_with_new(cls, getattr(entry, "from_iter", None)):
         return None
     fn = unflatten_of(entry)
     module = getattr(fn, "__module__", "") or ""

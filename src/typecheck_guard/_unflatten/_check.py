@@ -75,7 +75,7 @@ def check(tree: _T) -> _T:
             children, aux = level
             children = list(children)
             entry = reg.get(type(node))
-            if entry is not None and not builds_with_new(entry):
+            if entry is not None and not builds_with_new(type(node), entry.from_iter):
                 _plain_unflatten(entry)(aux, children)
             stack.extend(reversed(children))
     return tree

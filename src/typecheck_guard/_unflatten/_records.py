@@ -53,9 +53,12 @@ PYTREE_NODE = "jax.tree_util.register_pytree_node"
 HOOKS: Final = ("__init__", "__post_init__", "__setattr__")
 
 # Libraries whose registered unflatten builds instances with `__new__` and calls no
-# constructor hook (and JAX's own nodes, which check nothing): their classes never
-# re-run a check on unflatten, and get no wrapper.
-NEW_BASED: Final = ("equinox.", "flax.nnx.", "jax.", "jaxlib.")
+# constructor hook: their classes (subclasses of their base classes, or of classes
+# made by their metaclasses; their unflattens are generated per class, named after
+# the user's module) never re-run a check on unflatten, and get no wrapper. JAX's
+# own nodes check nothing either: their unflatten functions are JAX's.
+NEW_BASED: Final = ("equinox.", "flax.nnx.")
+_JAX: Final = ("jax.", "jaxlib.")
 
 
 def adapted_how(cls: type) -> str | None:
@@ -104,13 +107,23 @@ def mark_blocked(cls: type, reason: str | None) -> None:
         _blocked[cls] = reason
 
 
-def builds_with_new(entry: Any) -> bool:
-    """Whether a registry entry's unflatten is one of the libraries' that never call
-    a constructor hook."""
-    if is_dataclass_entry(entry):  # JAX's own: `cls(**fields)`
-        return False
-    module = getattr(unflatten_of(entry), "__module__", None) or ""
-    return module.startswith(NEW_BASED)
+def builds_with_new(cls: Any, unflatten: Any) -> bool:
+    """Whether `cls`, registered with `unflatten`, unflattens without calling a
+    constructor hook: a class of Equinox or Flax NNX, or one of JAX's own nodes."""
+    if isinstance(cls, type):
+        for klass in (*type(cls).__mro__, *cls.__mro__[1:]):
+            if (getattr(klass, "__module__", None) or "").startswith(NEW_BASED):
+                return True
+    fn = function_of(unflatten)
+    module = getattr(fn, "__module__", None) or ""
+    if module == "jax._src.tree_util" and is_dataclass_entry(_Entry(fn)):
+        return False  # JAX's own `register_dataclass`: `cls(**fields)`
+    return module.startswith(_JAX)
+
+
+class _Entry:
+    def __init__(self, fn: Any):
+        self.from_iter = fn
 
 
 def hooks_of(cls: type, entry: Any) -> tuple[str, ...]:

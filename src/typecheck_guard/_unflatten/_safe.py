@@ -77,7 +77,7 @@ def _sync() -> None:
     with _lock:
         items = registry_items()
         for cls, entry in items[_seen:]:
-            if is_ours(cls) or builds_with_new(entry):
+            if is_ours(cls) or builds_with_new(cls, getattr(entry, "from_iter", None)):
                 continue
             if is_dataclass_entry(entry):
                 # `jax.tree_util.register_dataclass` (directly, or through
@@ -165,6 +165,9 @@ def _in_block(value: Any) -> Any:
     in `with unflatten_safe():`; anything else as it is."""
     if isinstance(value, type):
         return value
+    if type(value).__module__ == "jax._src.stages":
+        # `Lowered`, `Compiled` (callable), `Traced`: their own attributes too.
+        return _Stage(value)
     if callable(value):
 
         @ft.wraps(value)
@@ -178,8 +181,6 @@ def _in_block(value: Any) -> Any:
                 _state.exit()
 
         return in_block
-    if type(value).__module__ == "jax._src.stages":
-        return _Stage(value)
     return value
 
 
@@ -199,6 +200,16 @@ class _Stage:
         finally:
             _state.exit()
         return _in_block(value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # `Compiled(*args)`: a call of the executable, like a jitted call.
+        __tracebackhide__ = True
+        _sync()
+        _state.enter()
+        try:
+            return self.__wrapped__(*args, **kwargs)
+        finally:
+            _state.exit()
 
     def __repr__(self) -> str:
         return repr(self.__wrapped__)

@@ -104,9 +104,19 @@ def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # `__post_init__` has not set yet; JAX sorts dict keys that may not compare):
         # whatever fails here makes the call uncacheable, never an error of ours.
         leaves, treedef = tree_flatten((args, kwargs))
+        # A JAX array is keyed by its aval alone (shape, dtype, weak type; nothing
+        # else is a bare aval in a key, so none can be taken for one): no call and
+        # no tuple per array leaf, which is most of them.
         key = (
             treedef,
-            tuple([_leaf_key(x, array_type, ndarray, by_value) for x in leaves]),
+            tuple(
+                [
+                    x.aval
+                    if type(x) is array_type
+                    else _leaf_key(x, array_type, ndarray, by_value)
+                    for x in leaves
+                ]
+            ),
         )
         hash(key)
     except Exception:

@@ -1,0 +1,443 @@
+"""`install()` covers every class registered after it: JAX's registry holds the
+class's own unflatten, wrapped to mark "JAX is unflattening this class", and only the
+construction that unflatten makes skips its check. Counted with a wrapped checker."""
+
+import functools as ft
+import threading
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+from flax import struct
+from jaxtyping import Array, Float, jaxtyped
+
+import typecheck_guard
+from helpers import run_cached
+from typecheck_guard._unflatten._state import marks
+
+# Every way a custom node's unflatten can build the instance.
+STYLES = [
+    "classmethod",
+    "staticmethod",
+    "closure",
+    "partial",
+    "lambda",
+    "new_and_setattr",
+    "new_and_init",
+    "temporary",
+]
+
+
+def _node(typecheck, style):
+    class Point:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+        def flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def from_classmethod(cls, aux, children):
+            return cls(*children)
+
+        @staticmethod
+        def from_staticmethod(aux, children):
+            return Point(*children)
+
+    def build(aux, children, cls):
+        return cls(*children)
+
+    def new_and_setattr(aux, children):
+        obj = object.__new__(Point)
+        obj.x = children[0]
+        return obj
+
+    def new_and_init(aux, children):
+        obj = Point.__new__(Point)
+        obj.__init__(*children)
+        return obj
+
+    def temporary(aux, children):
+        first = Point(*children)
+        return Point(first.x)
+
+    unflatten = {
+        "classmethod": Point.from_classmethod,
+        "staticmethod": Point.from_staticmethod,
+        "closure": lambda aux, children: build(aux, children, Point),
+        "partial": ft.partial(build, cls=Point),
+        "lambda": lambda aux, children: Point(*children),
+        "new_and_setattr": new_and_setattr,
+        "new_and_init": new_and_init,
+        "temporary": temporary,
+    }[style]
+    jax.tree_util.register_pytree_node(Point, Point.flatten, unflatten)
+    return Point
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_every_unflatten_style_runs_no_check_and_every_construction_does(
+    installed, typecheck, style
+):
+    Point = _node(typecheck, style)
+    typecheck.reset()
+    p = Point(jnp.ones(3))
+    constructed = typecheck.calls
+    assert constructed > 0
+    typecheck.reset()
+    step = jax.jit(lambda p: jax.tree.map(lambda v: v * 2, p))
+    out = run_cached(step, p, n=5)
+    q = jax.tree.map(lambda v: v + 1, out)
+    leaves, treedef = jax.tree.flatten(q)
+    jax.tree.unflatten(treedef, leaves)
+    assert typecheck.calls == 0
+    assert type(q) is Point and q.x.tolist() == [65.0] * 3
+    # Constructions, the user calling the registered unflatten, JAX calling the
+    # class as a function: checked, as without us.
+    for bad in (
+        lambda: Point(jnp.ones((2, 2))),
+        lambda: jax.tree_util.tree_map(Point, [jnp.ones((2, 2))]),
+        lambda: jax.jit(Point)(jnp.ones((2, 2))),
+    ):
+        with pytest.raises(typecheck.errors):
+            bad()
+
+
+def test_a_registered_unflatten_called_by_the_user_is_checked(installed, typecheck):
+    Point = _node(typecheck, "classmethod")
+    with pytest.raises(typecheck.errors):
+        Point.from_classmethod(None, [jnp.ones((2, 2))])
+
+
+def _nested(typecheck, where):
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Inner:
+        x: Float[Array, " n"]
+
+    @jax.tree_util.register_pytree_node_class
+    class Outer:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+            if where == "init":
+                self.inner = Inner(x[None])  # rejected: a 2-d array
+            elif where == "same-class" and x.ndim == 1:
+                self.twin = Outer(x[None])  # another Outer, rejected
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    return Outer
+
+
+@pytest.mark.parametrize("where", ["init", "same-class"])
+def test_constructions_nested_in_an_unflatten_are_checked(installed, typecheck, where):
+    Outer = _nested(typecheck, where)
+    with pytest.raises(typecheck.errors):
+        Outer(jnp.ones(2))
+    obj = object.__new__(Outer)
+    obj.x = jnp.ones(2)
+    with pytest.raises(typecheck.errors):  # JAX's unflatten: the nested one raises
+        jax.tree.map(lambda v: v, obj)
+
+
+def test_post_init_classes_run_post_init_but_not_the_check(installed, typecheck):
+    calls = []
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Validated:
+        x: Float[Array, " n"]
+
+        def __post_init__(self):
+            calls.append(1)
+            object.__setattr__(self, "norm", (self.x**2).sum())
+
+    typecheck.reset()
+    v = Validated(jnp.ones(4))
+    per_construction = typecheck.calls
+    typecheck.reset()
+    out = run_cached(jax.jit(lambda s: s.replace(x=s.x * 2)), v, n=3)
+    # `.replace` while tracing: a construction, checked once; no unflatten checked.
+    assert typecheck.calls == per_construction
+    assert float(out.norm) == 4 * 16**2 and len(calls) > 4
+
+
+def test_a_node_inside_a_node_marks_each_level(installed, typecheck):
+    seen = []
+
+    def watched(name, cls):
+        def unflatten(aux, children):
+            seen.append((name, marks.unflattening))
+            return cls(*children)
+
+        return unflatten
+
+    class Leafy:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, ""]):
+            self.x = x
+
+    class Holder:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, leafy: Leafy):
+            self.leafy = leafy
+
+    jax.tree_util.register_pytree_node(
+        Leafy, lambda o: ((o.x,), None), watched("leafy", Leafy)
+    )
+    jax.tree_util.register_pytree_node(
+        Holder, lambda o: ((o.leafy,), None), watched("holder", Holder)
+    )
+    tree = Holder(Leafy(jnp.ones(())))
+    typecheck.reset()
+    jax.tree.map(lambda v: v, tree)
+    assert seen == [("leafy", Leafy), ("holder", Holder)]
+    assert typecheck.calls == 0 and marks.unflattening is None
+
+
+def test_an_exception_inside_an_unflatten_restores_the_mark(installed, typecheck):
+    class Picky:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            if x.shape[0] > 2:
+                raise ValueError("too long")
+            self.x = x
+
+    jax.tree_util.register_pytree_node(
+        Picky, lambda o: ((o.x,), None), lambda aux, children: Picky(*children)
+    )
+    p = Picky(jnp.ones(2))
+    with pytest.raises(ValueError, match="too long"):
+        jax.tree.map(lambda v: jnp.ones(3), p)
+    assert marks.unflattening is None and marks.building is None
+
+
+def test_marks_are_per_thread(installed, typecheck):
+    Point = _node(typecheck, "classmethod")
+    entered, release = threading.Event(), threading.Event()
+    in_other_thread = []
+
+    def slow_unflatten_elsewhere():
+        entered.wait()
+        in_other_thread.append(marks.unflattening)
+        release.set()
+
+    class Slow:
+        def __init__(self, x):
+            self.x = x
+
+    def unflatten(aux, children):
+        entered.set()
+        release.wait(5)
+        return Slow(*children)
+
+    jax.tree_util.register_pytree_node(Slow, lambda o: ((o.x,), None), unflatten)
+    thread = threading.Thread(target=slow_unflatten_elsewhere)
+    thread.start()
+    jax.tree.map(lambda v: v, Slow(jnp.ones(1)))
+    thread.join()
+    assert in_other_thread == [None]
+    typecheck.reset()
+    point = Point(jnp.ones(1))
+    per_construction = typecheck.calls
+    jax.tree.map(lambda v: v, point)
+    assert typecheck.calls == per_construction
+
+
+def test_new_based_libraries_get_no_wrapper(installed):
+    import equinox as eqx
+    from jax._src.tree_util import _registry
+
+    class Module(eqx.Module):
+        x: jax.Array
+
+    Module(jnp.ones(1))
+    assert not hasattr(_registry[Module].from_iter, "__typecheck_guard_plain__")
+
+
+def test_check_gives_the_check_back(installed, typecheck):
+    Point = _node(typecheck, "classmethod")
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class State:
+        point: Point
+        y: Float[Array, " n"]
+
+    state = State(Point(jnp.ones(2)), jnp.ones(2))
+    assert typecheck_guard.check(state) is state
+    as_int = jax.tree.map(lambda v: v.astype(jnp.int32), state)  # no check: by design
+    with pytest.raises(typecheck.errors):
+        typecheck_guard.check(as_int)
+    with pytest.raises(typecheck.errors):
+        jax.jit(lambda s: typecheck_guard.check(jax.tree.map(lambda v: v[None], s)))(
+            state
+        )
+    typecheck.reset()
+    jax.jit(lambda s: typecheck_guard.check(s).y)(state)
+    assert typecheck.calls > 0  # at trace time
+
+
+def test_check_is_checked_inside_an_unflatten_safe_block(typecheck):
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Early:
+        x: Float[Array, " n"]
+
+    with typecheck_guard.unflatten_safe():
+        as_int = jax.tree.map(lambda v: v.astype(jnp.int32), Early(jnp.ones(2)))
+        with pytest.raises(typecheck.errors):
+            typecheck_guard.check(as_int)
+
+
+# What changes in a treedef, stated in docs/how-it-works and tested here.
+
+
+def test_treedefs_and_keypaths_of_a_marked_class(installed, typecheck):
+    Point = _node(typecheck, "classmethod")
+    p = Point(jnp.ones(2))
+    treedef = jax.tree.structure(p)
+    # Equal to the treedef of any other instance, same keypaths as JAX's own node.
+    assert treedef == jax.tree.structure(Point(jnp.zeros(2)))
+    assert [k for k, _ in jax.tree_util.tree_flatten_with_path(p)[0]] == [
+        (jax.tree_util.FlattenedIndexKey(0),)
+    ]
+    assert "CustomNode" in str(treedef)
+
+
+_PICKLES = """
+import pickle, sys
+import jax, jax.numpy as jnp
+mode, action, path = sys.argv[1:]
+if mode == "install":
+    import typecheck_guard
+    typecheck_guard.install()
+from flax import struct
+
+@jax.tree_util.register_pytree_node_class
+class Node:
+    def __init__(self, x):
+        self.x = x
+    def tree_flatten(self):
+        return (self.x,), None
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+@struct.dataclass
+class Data:
+    x: jax.Array
+
+if action == "dump":
+    trees = (Node(jnp.ones(1)), Data(jnp.ones(1)))
+    with open(path, "wb") as f:
+        pickle.dump([jax.tree.structure(t) for t in trees], f)
+else:
+    with open(path, "rb") as f:
+        node, data = pickle.load(f)
+    print(type(node.unflatten([1])).__name__)
+    sys.stdout.flush()
+    print(type(data.unflatten([1])).__name__)
+"""
+
+
+@pytest.mark.parametrize(
+    "dump, load", [("install", "install"), ("plain", "plain"), ("install", "plain")]
+)
+def test_pickled_treedefs_between_processes(tmp_path, dump, load):
+    """A custom node's treedef pickles between any processes; a dataclass's only
+    between processes that agree on `install()` (JAX's dataclass node and our
+    custom node are different kinds, and JAX's unpickling does not check which)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pickles.py"
+    script.write_text(_PICKLES)
+    path = str(tmp_path / "treedefs.pkl")
+    run = [sys.executable, str(script)]
+    subprocess.run([*run, dump, "dump", path], check=True, capture_output=True)
+    out = subprocess.run([*run, load, "load", path], capture_output=True, text=True)
+    lines = out.stdout.split()
+    assert lines[:1] == ["Node"], out.stderr[-2000:]
+    if dump == load:
+        assert out.returncode == 0 and lines == ["Node", "Data"], out.stderr[-2000:]
+    else:
+        assert out.returncode != 0 and lines == ["Node"]
+
+
+def test_a_dataclass_becomes_a_custom_node(installed):
+    from jax._src.tree_util import _registry
+
+    @struct.dataclass
+    class D:
+        x: jax.Array
+
+    d = D(jnp.ones(1))
+    assert "CustomNode" in str(jax.tree.structure(d))
+    paths = [
+        jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(d)[0]
+    ]
+    assert paths == [".x"]
+    assert _registry[D].from_iter.__typecheck_guard_plain__ is not None
+
+
+def test_jax_export_serialization_of_a_marked_class(installed, typecheck):
+    export = pytest.importorskip("jax.export")
+    if not hasattr(export, "register_pytree_node_serialization"):
+        pytest.skip("jax.export.register_pytree_node_serialization is jax >= 0.4.32")
+    Point = _node(typecheck, "classmethod")
+    export.register_pytree_node_serialization(
+        Point,
+        serialized_name=f"{__name__}.Point.{typecheck.name}",
+        serialize_auxdata=lambda aux: b"",
+        deserialize_auxdata=lambda data: None,
+    )
+    exported = export.export(jax.jit(lambda p: jax.tree.map(lambda v: v * 2, p)))(
+        Point(jnp.ones(2))
+    )
+    restored = export.deserialize(exported.serialize())
+    point = Point(jnp.ones(2))
+    typecheck.reset()
+    out = restored.call(point)
+    assert type(out) is Point and out.x.tolist() == [2.0, 2.0]
+    assert typecheck.calls == 0
+
+
+def test_the_probe_of_jax_s_own_dataclass_unflatten(monkeypatch, caplog):
+    from typecheck_guard._adapt import _jax
+
+    assert _jax.dataclass_unflatten_calls_init()  # every jax we support, today
+    monkeypatch.setattr(_jax, "dataclass_unflatten_calls_init", lambda: False)
+    original = jax.tree_util.register_dataclass
+    with caplog.at_level("INFO", logger="typecheck_guard"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+    try:
+        assert jax.tree_util.register_dataclass is original
+        assert "left as it is" in caplog.text
+    finally:
+        typecheck_guard.uninstall()
+
+
+def test_after_uninstall_its_classes_are_checked_again(typecheck):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+    Point = _node(typecheck, "classmethod")
+    typecheck.reset()
+    point = Point(jnp.ones(2))
+    per_construction = typecheck.calls
+    jax.tree.map(lambda v: v, point)
+    assert typecheck.calls == per_construction
+    typecheck_guard.uninstall()
+    assert "__typecheck_guard_original__" not in vars(Point.__init__)
+    jax.tree.map(lambda v: v, point)
+    assert typecheck.calls == 2 * per_construction
