@@ -312,26 +312,41 @@ def test_chex_imported_after_install(tmp_path):
     assert out.stdout.split() == ["chex.dataclass", "chex._src.dataclass"]
 
 
-def test_install_is_idempotent_and_uninstall_restores():
+def _registration_functions():
     import chex._src.dataclass as chex_dataclass
+    from jax._src import tree_util as src
 
-    before = (
-        jax.tree_util.register_dataclass,
-        chex_dataclass.register_dataclass_type_with_jax_tree_util,
-    )
+    return {
+        f"jax._src.tree_util.{name}": getattr(src, name)
+        for name in (
+            "register_pytree_node",
+            "_register_pytree_node",
+            "register_dataclass",
+            "_register_dataclass",
+        )
+        if hasattr(src, name)
+    } | {
+        "jax.tree_util.register_pytree_node": jax.tree_util.register_pytree_node,
+        "jax.tree_util.register_dataclass": jax.tree_util.register_dataclass,
+        "chex": chex_dataclass.register_dataclass_type_with_jax_tree_util,
+    }
+
+
+def test_install_is_idempotent_and_uninstall_restores():
+    before = _registration_functions()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
         typecheck_guard.install()
-        patched = jax.tree_util.register_dataclass
+        patched = _registration_functions()
         typecheck_guard.install()
-    assert jax.tree_util.register_dataclass is patched is not before[0]
+    assert _registration_functions() == patched
+    # The funnels every registration goes through: `register_pytree_node` and
+    # `register_dataclass` up to jax 0.10, their private twins from jax 0.11 on.
+    changed = {name for name in before if patched[name] is not before[name]}
+    assert "chex" in changed and len(changed) >= 3, changed
     assert typecheck_guard.installed()
     typecheck_guard.uninstall()
-    after = (
-        jax.tree_util.register_dataclass,
-        chex_dataclass.register_dataclass_type_with_jax_tree_util,
-    )
-    assert after == before
+    assert _registration_functions() == before
     assert not typecheck_guard.installed()
     typecheck_guard.uninstall()  # a second uninstall is a no-op
 

@@ -441,3 +441,10 @@ def test_after_uninstall_its_classes_are_checked_again(typecheck):
     assert "__typecheck_guard_original__" not in vars(Point.__init__)
     jax.tree.map(lambda v: v, point)
     assert typecheck.calls == 2 * per_construction
+
+
+def test_jax_export_accepts_a_wrapped_jitted_function():
+    export = pytest.importorskip("jax.export")
+    step = typecheck_guard.unflatten_safe(jax.jit(lambda x: x * 2))
+    exported = export.export(step)(jnp.ones(2))
+    assert exported.call(jnp.ones(2)).tolist() == [2.0, 2.0]

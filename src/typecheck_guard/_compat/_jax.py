@@ -69,6 +69,18 @@ def registry_items() -> list[tuple[type, Any]]:
     return list(_load()[0].copy().items())
 
 
+def pass_for_jitted(cls: type) -> None:
+    """Make instances of `cls`, a wrapper of jitted callables, pass JAX's own
+    `isinstance(f, jax._src.stages.Wrapped)` (`jax.export.export` asks, from jax
+    0.11 on): `Wrapped` is a `Protocol`, whose ABC registration JAX's check reads.
+    Nothing is registered where JAX has no such class."""
+    from jax._src import stages
+
+    wrapped = getattr(stages, "Wrapped", None)
+    if wrapped is not None and hasattr(wrapped, "register"):
+        wrapped.register(cls)
+
+
 def flatten_one_level(tree: Any) -> tuple[Any, Any] | None:
     """`(children, auxiliary data)` of `tree`'s top node, or `None` for a leaf."""
     _load()

@@ -141,7 +141,10 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
 def _start(stack: contextlib.ExitStack) -> None:
     import jax  # noqa: F401  (the guard needs it; patching it is the first step)
 
+    from .._compat._jax import pass_for_jitted
+
     _detect.prepare()
+    pass_for_jitted(Jitted)  # `jax.export.export(jitted)` accepts a watched one
     if _detect.start_monitoring():
         stack.callback(_detect.stop_monitoring)
     else:

@@ -127,10 +127,11 @@ class _GuardedCall:
         # The JAX internals every call relies on are resolved and checked here, so
         # that an unsupported JAX fails where the user wraps their step, not at its
         # first call deep inside a training loop.
-        from .._compat._jax import make_is_tracing, registry
+        from .._compat._jax import make_is_tracing, pass_for_jitted, registry
 
         registry()
         make_is_tracing()
+        pass_for_jitted(type(self))
         self.__wrapped__ = fn
         ft.update_wrapper(self, fn, updated=())
 
