@@ -8,17 +8,16 @@ registered through the patched functions. (`pytest_configure` would be too late 
 classes a rootdir conftest defines.)
 
 At the end of the session we write what install() did to the JSON file named by
-`TYPECHECK_GUARD_UPSTREAM_REPORT`: the classes it adapted, those it left to their
-library and why, and the `PyTree[...]` verdict cache's statistics, so that the
-runner can say what a suite exercised and which class a difference is about.
+`TYPECHECK_GUARD_UPSTREAM_REPORT`: the classes it unflattens through `__new__`, those
+whose own unflatten it marks and why, and the `PyTree[...]` verdict cache's
+statistics, so that the runner can say what a suite exercised and which class a
+difference is about.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-from collections.abc import Callable
 
 import typecheck_guard
 
@@ -32,19 +31,6 @@ def pytest_report_header() -> str:
     )
 
 
-def _lookups() -> tuple[Callable[[type], str | None], Callable[[type], str | None]]:
-    # Private functions: this script is a development tool that lives with the
-    # source. They moved between modules once; we accept either home.
-    for name in ("typecheck_guard._adapt._records", "typecheck_guard._adapt._register"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "adapted_how") and hasattr(module, "refused_why"):
-            return module.adapted_how, module.refused_why
-    raise RuntimeError("typecheck_guard has no adapted_how/refused_why to report with")
-
-
 def pytest_unconfigure() -> None:
     path = os.environ.get("TYPECHECK_GUARD_UPSTREAM_REPORT")
     if not path:
@@ -54,19 +40,22 @@ def pytest_unconfigure() -> None:
     # JAX's registry keeps every registered class alive, including those a test
     # defined locally: looking once, at the end, sees them all. (Our own tables
     # are weak.)
-    adapted_how, refused_why = _lookups()
-    adapted, refused = [], []
+    from typecheck_guard._unflatten._records import adapted_how, marked_why
+
+    adapted, marked = [], []
     for cls, _ in registry_items():
         name = f"{cls.__module__}.{cls.__qualname__}"
-        if (how := adapted_how(cls)) is not None:
+        if (how := adapted_how(cls)) is None:
+            continue
+        if (why := marked_why(cls)) is None:
             adapted.append(f"{name} ({how})")
-        elif (why := refused_why(cls)) is not None:
-            refused.append(f"{name}: {why}")
+        else:
+            marked.append(f"{name} ({how}): {why}")
     report = {
         "installed": typecheck_guard.installed(),
         "typecheck_guard": typecheck_guard.__file__,
         "adapted": sorted(adapted),
-        "refused": sorted(refused),
+        "marked": sorted(marked),
         "pytree_cache": typecheck_guard.pytree_cache_info()._asdict(),
     }
     with open(path, "w") as f:

@@ -15,6 +15,8 @@ every test whose outcome differs.
 | `chex` | `chex/_src/dataclass_test.py` | the sdist on PyPI |
 | `jax` | `tests/tree_util_test.py` | not in the sdist: `--source jax=PATH`, else a sparse `git clone` of the release tag |
 | `jaxtyping` | `test/` | not in the sdist: `--source jaxtyping=PATH`, else a sparse `git clone` of the release tag |
+| `optax` | the tests of states, transforms, updates and tree utilities | the sdist on PyPI |
+| `equinox` | `tests/` (under its own `pyproject.toml`: jaxtyping's import hook, warnings as errors) | not in the sdist: `--source equinox=PATH`, else a sparse `git clone` of the release tag |
 
 Only the test files (and the suite's pytest configuration and root conftest) are
 copied into a work directory, never the package sources next to them, so the suites
@@ -27,7 +29,7 @@ It is slow (minutes) and not part of CI or the test suite. Usage:
 
 ```bash
 python -m venv .venv-up
-.venv-up/bin/pip install -e '.[test]' absl-py cloudpickle dm-tree ipython pytest-asyncio
+.venv-up/bin/pip install -e '.[test]' absl-py cloudpickle dm-tree ipython pytest-asyncio optax equinox
 .venv-up/bin/python scripts/upstream_suites.py                      # every suite
 .venv-up/bin/python scripts/upstream_suites.py flax chex            # some of them
 .venv-up/bin/python scripts/upstream_suites.py --source jax=~/src/jax --source jaxtyping=~/src/jaxtyping
@@ -98,6 +100,37 @@ SUITES: dict[str, Suite] = {
         ("test",),
         ("pyproject.toml",),
         "https://github.com/patrick-kidger/jaxtyping",
+        "v{version}",
+        (),
+    ),
+    # optax's states are NamedTuples and its tree utilities walk every kind of
+    # node: the files that build, map and rebuild trees of optimizer states.
+    "optax": Suite(
+        "optax",
+        (
+            "optax/_src/base_test.py",
+            "optax/_src/combine_test.py",
+            "optax/_src/transform_test.py",
+            "optax/_src/update_test.py",
+            "optax/_src/utils_test.py",
+            "optax/transforms/_masking_test.py",
+            "optax/transforms/_combining_test.py",
+            "optax/tree_utils/_state_utils_test.py",
+            "optax/tree_utils/_tree_math_test.py",
+            "optax/tree_utils/_casting_test.py",
+        ),
+        (),
+        "https://github.com/google-deepmind/optax",
+        "v{version}",
+    ),
+    # Every Equinox module registers through `register_pytree_with_keys`, which
+    # install() patches; the suite runs under jaxtyping's import hook (its own
+    # `addopts`) with `filterwarnings = error`.
+    "equinox": Suite(
+        "equinox",
+        ("tests",),
+        ("pyproject.toml",),
+        "https://github.com/patrick-kidger/equinox",
         "v{version}",
         (),
     ),
@@ -393,16 +426,15 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, version, counts(plain), counts(inst), len(diff)))
         differences += [(name, *d) for d in diff]
         print(
-            f"  install(): {len(info.get('adapted', []))} classes adapted, "
-            f"{len(info.get('refused', []))} left to their library"
+            f"  install(): {len(info.get('adapted', []))} classes unflattened through "
+            f"__new__, {len(info.get('marked', []))} through their own unflatten, "
+            "marked"
         )
         if stats := info.get("pytree_cache"):
             print(f"  PyTree verdict cache: {stats}")
         # A class defined in a parametrized test is registered once per case.
-        for line, n in Counter(info.get("refused", [])).items():
-            print(
-                f"    left to its library{f' ({n} classes)' if n > 1 else ''}: {line}"
-            )
+        for line, n in Counter(info.get("marked", [])).items():
+            print(f"    marked{f' ({n} classes)' if n > 1 else ''}: {line}")
         out[name] = {
             "version": version,
             "sources": str(src),
