@@ -132,7 +132,6 @@ SUITES: dict[str, Suite] = {
         ("pyproject.toml",),
         "https://github.com/patrick-kidger/equinox",
         "v{version}",
-        (),
     ),
 }
 

@@ -347,8 +347,10 @@ def register_dataclass(
 
 
 def _once(value: Any) -> Any:
-    """`value` as a tuple when it is an iterable of names, else unchanged."""
-    if value is None or isinstance(value, str):
+    """`value` as a tuple when it is an iterator (which reading once would leave
+    empty for JAX), else unchanged: a list reaches JAX as the list it is, in its
+    error messages too."""
+    if value is None or isinstance(value, (str, Sequence)):
         return value
     try:
         return tuple(value)
