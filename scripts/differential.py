@@ -8,6 +8,7 @@ difference: the program, the mode and what differs.
     python scripts/differential.py --full --region custom --mode install
     python scripts/differential.py --program nested-post_init-struct-jt_bt-inner_struct-again_fail
     python scripts/differential.py --dump DIR      # write the programs out, run nothing
+    python scripts/differential.py --full --selfcheck   # plain twice: the harness's noise
 
 A dumped program runs alone: `PYTHONPATH=tests/differential python DIR/NAME.py MODE`
 prints its record. Exit status: 1 when any exactness difference was found.
@@ -64,6 +65,11 @@ def main() -> int:
         action="store_true",
         help="also list `not covered` and `row 6` checks",
     )
+    parser.add_argument(
+        "--selfcheck",
+        action="store_true",
+        help="run the programs twice without the plugin: every difference is noise",
+    )
     args = parser.parse_args()
 
     regions = args.region or list(programs_mod.REGIONS)
@@ -90,6 +96,17 @@ def main() -> int:
         flush=True,
     )
     started = time.monotonic()
+    if args.selfcheck:
+        noise, log = runner.selfcheck(chosen, args.parallel)
+        for line in log:
+            print("note:", line)
+        for d in noise:
+            print(f"  {d}")
+        print(
+            f"plain against plain: {len(noise)} differences "
+            f"({time.monotonic() - started:.0f} s)"
+        )
+        return 1 if noise else 0
     results, log = runner.run_all(chosen, args.mode, args.parallel)
     elapsed = time.monotonic() - started
     diffs = runner.compare_all(chosen, results)
