@@ -312,7 +312,15 @@ def _describe(x: Any, depth: int = 0) -> Any:
         ]
     if isinstance(x, (types.FunctionType, types.BuiltinFunctionType, type)):
         return ["callable", getattr(x, "__qualname__", repr(x))]
-    out: list[Any] = ["object", type(x).__qualname__]
+    # The module too, for a program's own classes: jax 0.10's jit caches can return an
+    # instance of another program's class with the same fields (their treedefs
+    # compare equal), which must show as a difference, not pass for the same value.
+    module = type(x).__module__
+    name = type(x).__qualname__
+    out: list[Any] = [
+        "object",
+        f"{module}.{name}" if module.startswith("dprog_") else name,
+    ]
     described = False
     if hasattr(x, "__dict__") and not isinstance(x, types.ModuleType):
         try:
