@@ -115,7 +115,7 @@ def main() -> int:
     by_region = collections.defaultdict(list)
     for p in chosen:
         by_region[p.region].append(p)
-    head = f"{'region':<12} {'programs':>8} " + " ".join(
+    head = f"{'region':<12} {'generated':>9} {'run':>5} " + " ".join(
         f"{m + ' exact/cover':>22}" for m in modes
     )
     print(head)
@@ -132,7 +132,11 @@ def main() -> int:
             )
             totals[m, "exact"] += exact
             cells.append(f"{exact:>5}/{cover:<4} of {len(ran):<4}".rjust(22))
-        print(f"{region:<12} {len(by_region[region]):>8} " + " ".join(cells))
+        generated = len(programs_mod.generate(region))
+        print(
+            f"{region:<12} {generated:>9} {len(by_region[region]):>5} "
+            + " ".join(cells)
+        )
     print(
         f"(programs with an exactness difference / with a check still run on unflatten, of those run; {elapsed:.0f} s)"
     )

@@ -145,16 +145,20 @@ def _run_once(
     drain = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
     drain.start()
     alive = threading.Event()
+    finished = threading.Event()
 
     def watchdog() -> None:
-        while proc.poll() is None:
-            if not alive.wait(PROGRAM_TIMEOUT):
-                log.append(
-                    f"{mode}: {current[0]} printed nothing for {PROGRAM_TIMEOUT:.0f} s: killed"
-                )
-                proc.kill()
+        while not finished.is_set():
+            if alive.wait(PROGRAM_TIMEOUT):
+                alive.clear()
+                continue
+            if finished.is_set() or proc.poll() is not None:
                 return
-            alive.clear()
+            log.append(
+                f"{mode}: {current[0]} printed nothing for {PROGRAM_TIMEOUT:.0f} s: killed"
+            )
+            proc.kill()
+            return
 
     dog = threading.Thread(target=watchdog, daemon=True)
     dog.start()
@@ -167,6 +171,8 @@ def _run_once(
             record = json.loads(line[len("@@DIFF ") :])
             records[record["name"]] = record
             current[0] = None
+    finished.set()
+    alive.set()
     proc.wait()
     drain.join()
     os.unlink(f.name)
