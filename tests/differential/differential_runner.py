@@ -175,6 +175,8 @@ def _run_once(
     alive.set()
     proc.wait()
     drain.join()
+    proc.stdout.close()
+    proc.stderr.close()  # type: ignore[union-attr]
     os.unlink(f.name)
     stderr = "".join(err)[-3000:]
     if proc.returncode != 0 and current[0] is None:
