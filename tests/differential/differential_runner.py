@@ -344,8 +344,8 @@ def _value_diffs(
         a, b = want.get(key), got.get(key)
         if a == b:
             continue
-        va = a.get("value") if isinstance(a, dict) else a
-        vb = b.get("value") if isinstance(b, dict) else b
+        va: Any = a.get("value") if isinstance(a, dict) else a
+        vb: Any = b.get("value") if isinstance(b, dict) else b
         if _is_raised(va) and not _is_raised(vb):
             kind, detail = (
                 "lost check",
