@@ -63,7 +63,7 @@ def main() -> int:
     parser.add_argument(
         "--coverage",
         action="store_true",
-        help="also list `not covered` and `row 6` checks",
+        help="also list `not covered` and `row 7` (verdict cache) checks",
     )
     parser.add_argument(
         "--selfcheck",
