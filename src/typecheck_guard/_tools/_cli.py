@@ -17,6 +17,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from ._bench._scenarios import SCENARIOS
+
 __all__ = ["main"]
 
 PROG = "typecheck-guard"
@@ -33,13 +35,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench",
         help="measure what typechecks cost per call, with and without the plugin",
-        description="Measure, on this machine, what typechecking costs per call "
-        "(S0: a jit step returning a jaxtyped flax.struct state; S1: a tiny array "
-        "through jit as raw arrays, eqx.Module, flax.struct, custom pytree node; S2: a "
-        "Flax NNX train step; S3: flatten+unflatten of a ResNet-50 TrainState; eager: "
-        "a PyTree[...] check outside jit), as the ratio to jaxtyping_disable=True, with "
-        "no plugin, with unflatten_safe and with install(). Measured interleaved in one "
-        "process; median of per-round ratios.",
+        description="Measure, on this machine, what typechecking costs per call, as "
+        "the ratio to jaxtyping_disable=True, with no plugin, with unflatten_safe and "
+        "with install(). Scenarios: flax-state (a jitted step returning a jaxtyped "
+        "flax.struct state), ten-floats (10 floats through jit as raw arrays, an "
+        "eqx.Module, a flax.struct and a custom pytree node), nnx (a Flax NNX train "
+        "step), trainstate (flatten + unflatten of a ResNet-50 TrainState), eager (a "
+        "PyTree[...] check outside jit). A scenario whose library is not installed is "
+        "skipped, with the reason. Measured interleaved in one process: the median "
+        "round, and the lowest and highest.",
     )
     size = bench.add_mutually_exclusive_group()
     size.add_argument(
@@ -68,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--plot",
         metavar="PATH",
-        help="also sweep S0 (the flax.struct state) over 1 to 10,000 leaves and draw "
+        help="also sweep the flax.struct state over 1 to 10,000 leaves and draw "
         "overhead against leaves as a PNG (needs matplotlib: pip install "
         "'typecheck-guard[plot]')",
     )
@@ -81,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=("S0", "S1", "S2", "S3", "eager"),
+        choices=SCENARIOS,
         help="run this scenario only (repeatable; default: all)",
     )
     bench.add_argument(
