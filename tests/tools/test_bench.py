@@ -7,6 +7,7 @@ import importlib.metadata
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 import sysconfig
@@ -377,6 +378,24 @@ def test_bench_with_every_case_skipped_exits_1(tmp_path):
     assert proc.stderr.splitlines()[-1] == (
         "typecheck-guard bench: error: every case was skipped (see above)"
     )
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_bench_output_path_is_checked_before_measuring(tmp_path, option):
+    bad = tmp_path / "no_such_folder" / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "typecheck_guard", "bench", option, str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"typecheck-guard bench: error: {option}: can't write {str(bad)!r}: No such "
+        "file or directory"
+    ]
+    assert not os.path.exists(bad.parent)
 
 
 def test_progress_bar_draws_on_request_only():
