@@ -55,7 +55,9 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     # the sdist must be complete.
     unpacked = tmp_path_factory.mktemp("sdist")
     with tarfile.open(sdist) as tar:
-        tar.extractall(unpacked, filter="data")
+        # The "data" filter (safe extraction) is in Python 3.10.12 and later.
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(unpacked, **safe)
     (source,) = unpacked.iterdir()
     wheel = _build("wheel", source, out)
     return sdist, wheel
