@@ -351,10 +351,10 @@ def test_bench_without_a_checker_says_what_to_install(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.splitlines() == [
-        "typecheck-guard bench: error: no typechecker to measure with (beartype is "
-        "not installed; typeguard is not installed): pip install "
-        "'typecheck-guard[beartype]' (or 'typecheck-guard[typeguard]' for typeguard "
-        "2.13.3, the version jaxtyping recommends)"
+        "typecheck-guard bench: error: no typechecker to measure with: beartype is "
+        "not installed (pip install 'typecheck-guard[beartype]'); typeguard is not "
+        "installed (pip install 'typecheck-guard[typeguard]' for typeguard 2.13.3, the "
+        "version jaxtyping recommends)"
     ]
 
 

@@ -8,11 +8,7 @@ from collections.abc import Sequence
 __all__ = ["run"]
 
 PROG = "typecheck-guard bench"
-NO_CHECKER = (
-    "no typechecker to measure with ({reasons}): pip install "
-    "'typecheck-guard[beartype]' (or 'typecheck-guard[typeguard]' for typeguard "
-    "2.13.3, the version jaxtyping recommends)"
-)
+NO_CHECKER = "no typechecker to measure with: {reasons}"
 
 
 def _error(message: str) -> int:

@@ -106,13 +106,18 @@ def load_checker(name: str) -> Callable[[Any], Any]:
         try:
             from beartype import beartype
         except ImportError:
-            raise Unavailable("beartype is not installed") from None
+            raise Unavailable(
+                "beartype is not installed (pip install 'typecheck-guard[beartype]')"
+            ) from None
         return beartype
     if name == "typeguard":
         try:
             import typeguard
         except ImportError:
-            raise Unavailable("typeguard is not installed") from None
+            raise Unavailable(
+                "typeguard is not installed (pip install 'typecheck-guard[typeguard]' "
+                "for typeguard 2.13.3, the version jaxtyping recommends)"
+            ) from None
         from ..._compat._versions import installed, parse
 
         version = installed("typeguard") or "0"
