@@ -1,9 +1,9 @@
 """What `typecheck-guard profile` adds to a program, and how close its reported check
 time is to the time the checks really take.
 
-Two workloads of `typecheck-guard bench`: S0 (a jitted step returning a jaxtyped
-`flax.struct` whose `PyTree[Float[Array, "..."]]` field holds 200 arrays: one check
-per call, at dispatch) and an eager call of a jaxtyped function with a 200-leaf
+Two workloads of `typecheck-guard bench`: the flax.struct state (a jitted step
+returning a jaxtyped `flax.struct` whose `PyTree[Float[Array, "..."]]` field holds
+200 arrays: one check per call, at dispatch) and an eager call of a jaxtyped function with a 200-leaf
 `PyTree[...]` argument. Per round, interleaved in one process (A, B, C, A, B, C, ...):
 
 - A: the workload, checks on, not profiled;
@@ -36,8 +36,8 @@ from typecheck_guard._tools._bench._measure import jaxtyping_disabled
 from typecheck_guard._tools._bench._scenarios import (
     PRESETS,
     _eager_prepare,
+    flax_state_prepare,
     load_checker,
-    s0_prepare,
 )
 
 
@@ -120,7 +120,7 @@ def main() -> int:
 
     checker = load_checker(options.checker)
     with typecheck_guard.profile():  # the step is made under the factory patches
-        s0 = s0_prepare(checker, options.leaves).make("none")
+        step = flax_state_prepare(checker, options.leaves).make("none")
     preset = PRESETS["quick"]._replace(eager_leaves=options.leaves)
     eager = _eager_prepare(checker, preset).baseline
     backend = "sys.monitoring" if sys.version_info >= (3, 12) else "sys.setprofile"
@@ -134,7 +134,7 @@ def main() -> int:
         f"{'on - off':>10} {'reported':>10} {'reported / (on - off)':>22}"
     )
     for name, run, switchable in (
-        ("S0 step (dispatch check)", s0, True),
+        ("flax.struct state step", step, True),
         ("eager PyTree call", eager, True),
         ("eager, checker alone", _checker_alone(checker, options.leaves), False),
     ):

@@ -10,8 +10,9 @@
 # Writes OUTDIR/<page>-<width>-<light|dark>.png (default OUTDIR: a new temporary
 # folder) and prints, per page and width, every code block and table that is wider
 # than the space it has (what a reader would have to scroll sideways to read). At
-# 390px Python blocks scroll sideways, as on every documentation site; everything
-# else should fit.
+# 1280px everything should fit (samples are at most 88 columns). At 390px code
+# blocks and program output scroll sideways, as on every documentation site, and
+# tables and images should fit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-$(mktemp -d)}

@@ -1,4 +1,4 @@
-"""Small helpers for tests: steps that exercise the seed scenarios."""
+"""Small helpers for tests: running jitted steps, counting checks, version skips."""
 
 from typing import Any
 

@@ -1,8 +1,8 @@
 """The documentation's code runs.
 
-Every ```python block of a page under `docs/` is executed, in page order, as one
-script in a fresh interpreter (a page reads as one session, so later blocks may use
-earlier names). A line `<!-- test: new process -->` before a block starts a new
+Every ```python block of `README.md` and of a page under `docs/` is executed, in
+page order, as one script in a fresh interpreter (a page reads as one session, so
+later blocks may use earlier names). A line `<!-- test: new process -->` before a block starts a new
 script, for an example that needs a fresh process (e.g. code that runs before
 `install()`). `<!-- test: requires typecheck_guard.NAME -->` anywhere in a page marks
 it as needing a public name that is not in every branch yet: the page is then an
@@ -29,7 +29,8 @@ FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
 NEW_PROCESS = "<!-- test: new process -->"
 REQUIRES = re.compile(r"<!-- test: requires typecheck_guard\.(\w+) -->")
 # Pages whose examples use a library feature newer than our floor: skipped on older
-# releases (the oldest-versions CI session), with the reason.
+# releases (the oldest-versions CI session), with the reason, which pytest's summary
+# lists (`-rs` in pyproject.toml).
 NEEDS = {
     "how-to/flax-struct.md": (
         "jaxtyping",
@@ -37,11 +38,12 @@ NEEDS = {
         "a typechecked TrainState subclass: older jaxtyping can't resolve optax's "
         "`ArrayTree` forward reference",
     ),
+    # The page says so too.
     "how-to/nnx.md": (
         "flax",
-        "0.11.1",
-        "`Optimizer.update(model, grads)`; and older `nnx.Rngs` subclasses "
-        "`typing.Mapping`, which beartype reports as a deprecated PEP 484 hint",
+        "0.10.4",
+        "older `nnx.Rngs` subclasses `typing.Mapping`, which beartype reports as a "
+        "deprecated PEP 484 hint",
     ),
 }
 
@@ -57,7 +59,8 @@ def scripts(text: str) -> list[str]:
 
 def _pages() -> list:
     params = []
-    for page in sorted(DOCS.rglob("*.md")):
+    # The README's examples are the first a new user runs.
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
         text = page.read_text()
         if not FENCE.search(text):
             continue
@@ -71,7 +74,7 @@ def _pages() -> list:
             if missing
             else []
         )
-        name = str(page.relative_to(DOCS))
+        name = str(page.relative_to(DOCS if page.is_relative_to(DOCS) else ROOT))
         if name in NEEDS:
             marks.append(requires(*NEEDS[name]))
         params.append(pytest.param(page, id=name, marks=marks))

@@ -3,9 +3,9 @@ subprocess because the device count is fixed when JAX starts:
 
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python tests/device_step.py
 
-The state is the setting of seed 000: a nested, typechecked `flax.struct` dataclass
-with metadata fields, donated to a jitted step whose batch is sharded over a
-"data" axis. Every way of running it (no plugin, `install()`, `unflatten_safe(step)`,
+The state is that of jaxtyping's issue #213: a nested, typechecked `flax.struct`
+dataclass with metadata fields, donated to a jitted step whose batch is sharded
+over a "data" axis. Every way of running it (no plugin, `install()`, `unflatten_safe(step)`,
 `with unflatten_safe():`) runs under `jax.jit` with `NamedSharding`s and under
 `shard_map`, once per checker. Prints one JSON object: per run, the checks counted
 per cache-hit call, a digest of the final state's bytes, whether the output
@@ -71,7 +71,7 @@ def make_classes(typecheck):
         params: Params
         momentum: PyTree[Float[Array, "..."]]
         step: Int[Array, ""]
-        # Metadata, as in seed 000: part of the treedef, never on a device.
+        # Metadata, as in jaxtyping's issue #213: in the treedef, never on a device.
         names: tuple = struct.field(pytree_node=False, default=("w", "b"))
         lr: float = struct.field(pytree_node=False, default=0.05)
 

@@ -4,9 +4,9 @@ one 4-device global mesh.
 
     python tests/multiprocess_step.py PROCESS_ID PORT plain|install OUT.json
 
-The state is the setting of seed 000 (as in `device_step.py`: a nested, typechecked
-`flax.struct` dataclass with a `PyTree[Float[Array, "..."]]` field and metadata
-fields), sharded over the global mesh, built from each process's own rows
+The state is that of jaxtyping's issue #213 (as in `device_step.py`: a nested,
+typechecked `flax.struct` dataclass with a `PyTree[Float[Array, "..."]]` field and
+metadata fields), sharded over the global mesh, built from each process's own rows
 with `jax.make_array_from_process_local_data`, donated to a jitted step whose
 gradient is all-reduced across both processes (over gloo).
 

@@ -7,6 +7,7 @@ JAX's registry, which in this process holds every class the other tests made.
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -71,9 +72,11 @@ def test_scan_text_output_names_class_and_fix():
     proc = _cli("scan", "atrisk_pkg")
     assert proc.returncode == 1
     assert "atrisk_pkg.models.Node" in proc.stdout
-    assert "registered by: flax.struct.dataclass" in proc.stdout
+    assert re.search(r"registered by: +flax.struct.dataclass", proc.stdout)
     assert "unflatten_safe(jax.jit(step))" in proc.stdout
     assert proc.stderr == ""
+    # It fits a terminal, and the documentation's samples, at 88 columns.
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 88
 
 
 def test_scan_recursive_imports_submodules():
@@ -254,3 +257,74 @@ def test_scan_reports_annotations_jaxtyping_cannot_resolve():
     assert "can't resolve" in proc.stdout and "Lost.__init__" in proc.stdout
     # The at-risk packages import their names at module level: nothing reported.
     assert _scan_json("atrisk_pkg")[1]["silent_checks"] == []
+
+
+def test_version():
+    import typecheck_guard
+
+    proc = _cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"typecheck-guard {typecheck_guard.__version__}\n"
+    assert typecheck_guard.__version__ == importlib.metadata.version("typecheck-guard")
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["scan", "--bogus", "pkg"], "usage: typecheck-guard scan "),
+        (["bench", "--bogus"], "usage: typecheck-guard bench "),
+        (["run", "--bogus", "x.py"], "usage: typecheck-guard run "),
+        (["profile", "--bogus", "x.py"], "usage: typecheck-guard profile "),
+    ],
+)
+def test_an_unknown_option_gets_its_subcommands_usage(argv, usage):
+    proc = _cli(*argv)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(usage), proc.stderr
+    command = argv[0]
+    assert proc.stderr.splitlines()[-1] == (
+        f"typecheck-guard {command}: error: unrecognized arguments: --bogus"
+    )
+
+
+def test_profile_checks_its_outputs_before_running_the_program(tmp_path: Path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "prog.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(3)\n")
+    bad = tmp_path / "no_such_folder" / "report.json"
+    proc = _cli("profile", "--json", str(bad), str(script), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"typecheck-guard profile: error: --json: can't write {str(bad)!r}: No such "
+        "file or directory"
+    ]
+    assert not marker.exists()
+    # A good path: the program runs, the report is written, its exit code is kept.
+    good = tmp_path / "report.json"
+    proc = _cli("profile", "--json", str(good), str(script), cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert marker.exists()
+    assert "sites" in json.loads(good.read_text())
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    # `typecheck-guard scan --json pkg | head -1`, once head has exited: the reader
+    # is gone before we write.
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "typecheck_guard", "scan", "--json", "atrisk_pkg"],
+        cwd=FIXTURES,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    code = proc.wait(timeout=300)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert stderr == ""
+    assert code == 141  # 128 + SIGPIPE, as a shell reports a command a pipe ended

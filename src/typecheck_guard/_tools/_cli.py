@@ -14,32 +14,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
+
+from ._bench._scenarios import SCENARIOS
 
 __all__ = ["main"]
 
 PROG = "typecheck-guard"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _version() -> str:
+    from .. import __version__
+
+    return f"{PROG} {__version__}"
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """The top-level parser under `""`, and each subcommand's under its name."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Find and measure typechecks that JAX re-runs every time it "
         "unflattens a pytree (after every jitted call).",
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     bench = sub.add_parser(
         "bench",
         help="measure what typechecks cost per call, with and without the plugin",
-        description="Measure, on this machine, what typechecking costs per call "
-        "(S0: a jit step returning a jaxtyped flax.struct state; S1: a tiny array "
-        "through jit as raw arrays, eqx.Module, flax.struct, custom pytree node; S2: a "
-        "Flax NNX train step; S3: flatten+unflatten of a ResNet-50 TrainState; eager: "
-        "a PyTree[...] check outside jit), as the ratio to jaxtyping_disable=True, with "
-        "no plugin, with unflatten_safe and with install(). Measured interleaved in one "
-        "process; median of per-round ratios.",
+        description="Measure, on this machine, what typechecking costs per call, as "
+        "the ratio to jaxtyping_disable=True, with no plugin, with unflatten_safe and "
+        "with install(). Scenarios: flax-state (a jitted step returning a jaxtyped "
+        "flax.struct state), ten-floats (10 floats through jit as raw arrays, an "
+        "eqx.Module, a flax.struct and a custom pytree node), nnx (a Flax NNX train "
+        "step), trainstate (flatten + unflatten of a ResNet-50 TrainState), eager (a "
+        "PyTree[...] check outside jit). A scenario whose library is not installed is "
+        "skipped, with the reason. Measured interleaved in one process: the median "
+        "round, and the lowest and highest.",
     )
     size = bench.add_mutually_exclusive_group()
     size.add_argument(
@@ -68,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--plot",
         metavar="PATH",
-        help="also sweep S0 (the flax.struct state) over 1 to 10,000 leaves and draw "
+        help="also sweep the flax.struct state over 1 to 10,000 leaves and draw "
         "overhead against leaves as a PNG (needs matplotlib: pip install "
         "'typecheck-guard[plot]')",
     )
@@ -81,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--scenario",
         action="append",
-        choices=("S0", "S1", "S2", "S3", "eager"),
+        choices=SCENARIOS,
         help="run this scenario only (repeatable; default: all)",
     )
     bench.add_argument(
@@ -156,12 +170,54 @@ def _parser() -> argparse.ArgumentParser:
         help="list the N sites that took the most time (default 20; 0: all)",
     )
     prof.add_argument("program", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    return parser
+    return {"": parser, **sub.choices}
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse `argv`; an unknown option is reported with the usage of the subcommand
+    it was given to, not the top level's (argparse leaves unknown arguments to the
+    top-level parser)."""
+    parsers = _parsers()
+    args, unknown = parsers[""].parse_known_args(argv)
+    if unknown:
+        parsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def _error(command: str, message: str) -> int:
     print(f"{PROG} {command}: error: {message}", file=sys.stderr)
     return 2
+
+
+def _unwritable(path: str) -> str | None:
+    """Why `path` can't be written, or `None`. Checked before a long run, so that a
+    typo fails at once instead of after it (and `profile` keeps its exit code)."""
+    if os.path.isdir(path):
+        return f"{path!r} is a directory"
+    existed = os.path.exists(path)
+    try:
+        # Append mode: an existing file is left as it is until we write it.
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        return f"can't write {path!r}: {e.strerror or e}"
+    if not existed:
+        os.remove(path)
+    return None
+
+
+def _outputs(command: str, args: argparse.Namespace) -> str | None:
+    """The first problem with the `--json` / `--plot` files, as an error message."""
+    for option in ("json", "plot"):
+        path = getattr(args, option, None)
+        if isinstance(path, str) and (why := _unwritable(path)) is not None:
+            return f"--{option}: {why}"
+    if getattr(args, "plot", None) is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return "--plot needs matplotlib: pip install 'typecheck-guard[plot]'"
+    return None
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -185,13 +241,8 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    if args.plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            return _error(
-                "bench", "--plot needs matplotlib: pip install 'typecheck-guard[plot]'"
-            )
+    if (problem := _outputs("bench", args)) is not None:
+        return _error("bench", problem)
     from ._bench import run
 
     return run(
@@ -229,7 +280,7 @@ def _program(command: str, argv: list[str]) -> int:
         ours, program = split_command(command, argv, _TAKES_VALUE[command])
     except ProgramError as e:
         return _error(command, str(e))
-    args = _parser().parse_args([command, *ours])
+    args = _parse([command, *ours])
     try:
         check(program, command)
     except ProgramError as e:
@@ -237,13 +288,8 @@ def _program(command: str, argv: list[str]) -> int:
     if command == "run":
         _install()
         return run_program(program, command)
-    if args.plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            return _error(
-                command, "--plot needs matplotlib: pip install 'typecheck-guard[plot]'"
-            )
+    if (problem := _outputs(command, args)) is not None:
+        return _error(command, problem)
     from .._profile._api import Profile
     from .._profile._report import format_text, plot
 
@@ -256,20 +302,42 @@ def _program(command: str, argv: list[str]) -> int:
     top = args.top if args.top > 0 else None
     sys.stdout.flush()
     print(format_text(prof, top=top), file=sys.stderr)
-    if args.json is not None:
-        with open(args.json, "w") as f:
-            json.dump(prof.to_dict(), f, indent=2)
-    if args.plot is not None:
-        plot(prof, args.plot, top=top)
+    try:
+        if args.json is not None:
+            with open(args.json, "w") as f:
+                json.dump(prof.to_dict(), f, indent=2)
+        if args.plot is not None:
+            plot(prof, args.plot, top=top)
+    except OSError as e:
+        # Checked before the run, but the disk may have filled or the folder gone
+        # since: say so, and keep the program's exit code when it has one.
+        _error(command, f"can't write {e.filename!r}: {e.strerror or e}")
+        return code or 1
     return code
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] in _TAKES_VALUE:
+        return _program(argv[0], argv[1:])
+    args = _parse(argv)
+    if args.command == "scan":
+        return _scan(args)
+    return _bench(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _TAKES_VALUE:
-        return _program(argv[0], argv[1:])
-    args = _parser().parse_args(argv)
-    if args.command == "scan":
-        return _scan(args)
-    return _bench(args)
+    try:
+        code = _main(argv)
+        # Output still buffered would otherwise meet a closed pipe at exit, where
+        # Python can only print "Exception ignored".
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`scan --json | head`): stop quietly, as `cat` does.
+        # Python's own advice (the `signal` module's docs): point stdout at devnull
+        # so that the flush at exit doesn't raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
+    return code

@@ -16,6 +16,7 @@ import os
 import pkgutil
 import re
 import sys
+import textwrap
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -216,33 +217,65 @@ def scan(modules: Sequence[str], recursive: bool = False) -> ScanReport:
     )
 
 
+# The text report fits a terminal, and the documentation, at 88 columns: long lines
+# wrap on spaces, a field's continuation lines align with its value.
+_WIDTH = 88
+
+
+def _para(text: str, indent: str = "", hang: str = "  ") -> list[str]:
+    return textwrap.wrap(
+        text,
+        _WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + hang,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def _field(label: str, value: str) -> list[str]:
+    head = f"    {label:<15} "
+    return textwrap.wrap(
+        value,
+        _WIDTH,
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 def format_text(report: ScanReport) -> str:
-    out = []
+    out: list[str] = []
     n = len(report.findings)
     if n:
-        out.append(
+        out += _para(
             f"{n} pytree class{'es' if n > 1 else ''} run{'' if n > 1 else 's'} a "
             "typecheck every time JAX unflattens "
             f"{'them' if n > 1 else 'it'} (after every jitted call that returns "
             f"{'them' if n > 1 else 'it'}, in tree_map, ...):"
         )
     for f in report.findings:
-        out += [
-            "",
-            f"  {f.module}.{f.name}",
-            f"    registered by: {f.registration}",
-            f"    checked by:    {'/'.join(f.checkers)} on {', '.join(f.checked)}",
-            f"    why:           {f.reason}",
-            f"    install():     {'covers it' if f.install_covers else 'does not cover it'}",
-            f"    unflatten_safe: {'covers it' if f.unflatten_safe_covers else 'does not cover it'}",
-            f"    fix:           {f.fix}",
-        ]
+        out += ["", f"  {f.module}.{f.name}"]
+        out += _field("registered by:", f.registration)
+        out += _field(
+            "checked by:", f"{'/'.join(f.checkers)} on {', '.join(f.checked)}"
+        )
+        out += _field("why:", f.reason)
+        out += _field(
+            "install():", "covers it" if f.install_covers else "does not cover it"
+        )
+        out += _field(
+            "unflatten_safe:",
+            "covers it" if f.unflatten_safe_covers else "does not cover it",
+        )
+        out += _field("fix:", f.fix)
     typeguard4 = [s for s in report.silent if s.kind == "typeguard4"]
     unresolved = [s for s in report.silent if s.kind == "unresolved"]
     if typeguard4:
         if out:
             out.append("")
-        out.append(
+        out += _para(
             f"{len(typeguard4)} typecheck(s) silently check nothing: typeguard "
             "4.x can't instrument the code jaxtyping generates and only emits an "
             "InstrumentationWarning. Use jaxtyped(typechecker=beartype.beartype), or "
@@ -253,15 +286,15 @@ def format_text(report: ScanReport) -> str:
     if unresolved:
         if out:
             out.append("")
-        out.append(
+        out += _para(
             f"{len(unresolved)} typecheck(s) silently skip annotations that jaxtyping "
             "can't resolve (string annotations, from `from __future__ import "
             "annotations`, naming something imported inside a function):"
         )
         for s in unresolved:
-            out.append(f"  {s.target}: {s.message}")
+            out += _para(f"{s.target}: {s.message}", "  ")
     if not out:
-        out.append(
+        out += _para(
             "No registered pytree class runs a typecheck on unflatten, and no "
             "typecheck was silently disabled."
         )
@@ -269,18 +302,19 @@ def format_text(report: ScanReport) -> str:
         if out:
             out.append("")
         n = len(report.import_errors)
-        out.append(
+        out += _para(
             f"{n} module{'s' if n > 1 else ''} could not be imported, so "
             f"{'their' if n > 1 else 'its'} classes are not in this report:"
         )
         for e in report.import_errors:
-            out.append(f"  {e}")
+            out += _para(str(e), "  ")
     imported = ", ".join(report.imported) or "nothing"
-    out += [
-        "",
+    out.append("")
+    out += _para(
         f"(imported {imported}; {report.registered} pytree classes "
         f"registered with JAX; exit code {report.exit_code})",
-    ]
+        hang=" ",
+    )
     return "\n".join(out)
 
 

@@ -1,5 +1,6 @@
 """Interleaved timing: a checked workload against its `jaxtyping_disable` baseline,
-in one process, A, B, A, B, ..., and the median of the per-round ratios.
+in one process, A, B, A, B, ..., and the median of the per-round ratios, with their
+spread (the lowest and the highest round).
 
 We don't time A's rounds and then B's: on a shared machine the load changes over
 seconds (other processes, CPU frequency), and a drift between two separate runs
@@ -18,7 +19,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Measurement", "Progress", "interleaved", "jaxtyping_disabled"]
+__all__ = [
+    "Measurement",
+    "Progress",
+    "crosses_one",
+    "interleaved",
+    "jaxtyping_disabled",
+]
 
 # A workload: `run(n)` does `n` iterations and waits for JAX to finish them.
 Run = Callable[[int], Any]
@@ -34,6 +41,30 @@ class Measurement(NamedTuple):
     rounds: int
     iterations: tuple[int, int]
     """Iterations per block: (checked, baseline)."""
+    ratios: tuple[float, ...] = ()
+    """Each round's ratio, in the order measured."""
+
+    @property
+    def low(self) -> float:
+        """The lowest round's ratio."""
+        return min(self.ratios, default=self.ratio)
+
+    @property
+    def high(self) -> float:
+        """The highest round's ratio."""
+        return max(self.ratios, default=self.ratio)
+
+    @property
+    def noise(self) -> bool:
+        """Whether the rounds fall on both sides of 1.0: the checked workload was
+        faster than the baseline in some rounds and slower in others, so no
+        difference was measured, whatever the median says."""
+        return crosses_one(self.low, self.high)
+
+
+def crosses_one(low: float, high: float) -> bool:
+    """Whether the spread `low`..`high` of a ratio includes 1.0."""
+    return low <= 1.0 <= high
 
 
 @contextlib.contextmanager
@@ -111,6 +142,7 @@ def interleaved(
         statistics.median(per_b),
         rounds,
         (n_a, n_b),
+        tuple(ratios),
     )
 
 

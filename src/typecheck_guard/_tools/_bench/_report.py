@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._measure import crosses_one
 from ._run import Result, SweepPoint
 from ._scenarios import MODE_LABELS, MODES
 
 __all__ = ["plot", "table", "to_json"]
 
 _MISSING = "-"
+_WIDTH = 88
+SCHEMA = 2
+"""The version of `--json`'s layout. 2: scenarios named by what they measure
+(`flax-state`, `ten-floats`, ...), each ratio with `ratio_min`, `ratio_max` and
+`noise`, and the environment's `state_leaves` and `resnet_shapes`."""
+
+
+def _ratio(r: float) -> str:
+    return f"{r:.0f}" if r >= 100 else f"{r:.1f}" if r >= 10 else f"{r:.2f}"
 
 
 def _cell(result: Result | None) -> str:
@@ -20,8 +31,14 @@ def _cell(result: Result | None) -> str:
         return _MISSING
     if result.ratio is None:
         return "skipped"
-    r = result.ratio
-    return f"{r:.0f}x" if r >= 100 else f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
+    if result.ratio_min is None or result.ratio_max is None:
+        return f"{_ratio(result.ratio)}x"
+    spread = f"[{_ratio(result.ratio_min)}-{_ratio(result.ratio_max)}]"
+    if crosses_one(result.ratio_min, result.ratio_max):
+        # Some rounds faster than checks off, some slower: the median would print
+        # noise as a figure (0.51x for a mode that does nothing there).
+        return f"~1x {spread}"
+    return f"{_ratio(result.ratio)}x {spread}"
 
 
 def _duration(seconds: float) -> str:
@@ -32,84 +49,106 @@ def _duration(seconds: float) -> str:
 
 
 def _baseline(results: Any) -> str:
-    """The time per call with `jaxtyping_disable=True`: what each ratio divides by."""
+    """The time per call with `jaxtyping_disable=True`: the median of the baselines
+    each mode was measured against."""
     times = sorted(r.baseline_s for r in results if r.baseline_s is not None)
     return _duration(times[len(times) // 2]) if times else _MISSING
 
 
-def table(results: Sequence[Result], environment: dict[str, Any]) -> str:
-    """The results as a text table: one row per scenario and checker, one column per
-    mode, each cell the ratio to `jaxtyping_disable`."""
-    modes = [m for m in MODES if any(r.mode == m for r in results)]
-    rows: dict[tuple[str, str, str], dict[str, Result]] = {}
-    titles: dict[tuple[str, str], str] = {}
-    for r in results:
-        rows.setdefault((r.scenario, r.variant, r.checker), {})[r.mode] = r
-        titles[(r.scenario, r.variant)] = r.title
-    header = ["scenario", "checker", "checks off", *(MODE_LABELS[m] for m in modes)]
-    body = [
-        [
-            f"{s} {v}",
-            c,
-            _baseline(cells.values()),
-            *(_cell(cells.get(m)) for m in modes),
-        ]
-        for (s, v, c), cells in rows.items()
-    ]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+def _wrap(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(
+        text,
+        _WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + "    ",
+        break_on_hyphens=False,
+    )
 
-    def line(row: list[str]) -> str:
-        first = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        return "  ".join(
-            first + [c.rjust(w) for c, w in zip(row[2:], widths[2:], strict=True)]
-        ).rstrip()
 
+def table(
+    results: Sequence[Result],
+    environment: dict[str, Any],
+    unavailable: Mapping[str, str] | None = None,
+) -> str:
+    """The results as text: one block per case, one row per mode, one column per
+    checker, each cell the median ratio to `jaxtyping_disable` and its spread.
+    `unavailable` maps each checker that can't run here (not installed, typeguard
+    4) to the reason: those get a line, not a column."""
     versions = environment["versions"]
     out = [
-        "typecheck-guard bench ({preset}): time per call with checks on / time with "
-        "jaxtyping_disable=True, median of {rounds} interleaved rounds".format(
-            **environment
+        *textwrap.wrap(
+            "typecheck-guard bench ({preset}): the time per call with checks on, "
+            "divided by the time per call of the same workload with "
+            "jaxtyping_disable=True (checks off), in {rounds} interleaved rounds: the "
+            "median round [the lowest and the highest]. 1.00x: the checks cost "
+            "nothing per call. ~1x: some rounds were faster than checks off and some "
+            "slower, so no difference was measured.".format(**environment),
+            _WIDTH,
         ),
-        "({backend}, {cpus} CPUs, Python {python}; ".format(**environment)
-        + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
-        + ")",
-        "",
-        line(header),
-        *(line(row) for row in body),
-        "",
-        "checks off: time per call with jaxtyping_disable=True, no plugin (what each "
-        "ratio divides by). 1.00x: the checks cost nothing per call. Scenarios:",
+        *textwrap.wrap(
+            "({backend}, {cpus} CPUs, Python {python}; ".format(**environment)
+            + ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+            + ")",
+            _WIDTH,
+            subsequent_indent=" ",
+        ),
     ]
-    for (s, v), title in titles.items():
-        out.append(f"  {s} {v}: {title}")
-    out.append(
-        "  S0 leaves: {s0_leaves}; S3 shapes: {s3_shapes}; eager leaves: {eager_leaves}".format(
-            **environment
-        )
-    )
-    out.extend(_notes(results))
+    whole = dict(unavailable or {})
+    columns = [c for c in dict.fromkeys(r.checker for r in results) if c not in whole]
+    cases: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        cases.setdefault((r.scenario, r.variant), []).append(r)
+    for rows in cases.values():
+        out.append("")
+        out.extend(_block(rows, columns, environment))
+    if whole:
+        out.append("")
+        for checker, why in whole.items():
+            out.extend(_wrap(f"{checker}: skipped, {why}"))
     return "\n".join(out)
 
 
-def _notes(results: Sequence[Result]) -> list[str]:
-    lines = []
-    whole: set[str] = set()
-    for checker in dict.fromkeys(r.checker for r in results):
-        reasons = {r.skipped for r in results if r.checker == checker}
-        if len(reasons) == 1 and None not in reasons:
-            whole.add(checker)
-            lines.append(f"  {checker}: skipped, {reasons.pop()}")
-    by_text: dict[str, list[str]] = {}
-    for r in results:
+def _block(
+    rows: Sequence[Result], columns: Sequence[str], environment: dict[str, Any]
+) -> list[str]:
+    first = rows[0]
+    title = first.title.format(**environment)
+    out = _wrap(f"{first.label}: {title}" if first.label else title)
+    shown = [r for r in rows if r.checker in columns]
+    reasons = {r.skipped for r in shown}
+    if len(reasons) == 1 and None not in reasons:
+        out.extend(_wrap(f"skipped: {reasons.pop()}", "  "))
+        return out
+    modes = [m for m in MODES if any(r.mode == m for r in shown)]
+    cells = {(r.checker, r.mode): r for r in shown}
+    grid = [
+        ["", *columns],
+        [
+            "checks off",
+            *(_baseline(r for r in shown if r.checker == c) for c in columns),
+        ],
+        *(
+            [MODE_LABELS[m], *(_cell(cells.get((c, m))) for c in columns)]
+            for m in modes
+        ),
+    ]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(grid[0]))]
+    for line in grid:
+        cells_ = (cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+        out.append(("  " + "  ".join(cells_)).rstrip())
+    notes: dict[str, list[str]] = {}
+    for r in shown:
         text = f"skipped, {r.skipped}" if r.skipped else r.note
-        if text and r.checker not in whole:
-            where = f"{r.scenario} {r.variant} {MODE_LABELS[r.mode]}"
-            places = by_text.setdefault(text, [])
+        if text:
+            where = MODE_LABELS[r.mode]
+            if len(columns) > 1 and r.skipped:
+                where += f" ({r.checker})"
+            places = notes.setdefault(text, [])
             if where not in places:
                 places.append(where)
-    for text, places in by_text.items():
-        lines.append(f"  {'; '.join(places)}: {text}")
-    return ["Notes:", *lines] if lines else []
+    for text, places in notes.items():
+        out.extend(_wrap(f"{', '.join(places)}: {text}", "  "))
+    return out
 
 
 def to_json(
@@ -117,8 +156,11 @@ def to_json(
 ) -> str:
     return json.dumps(
         {
+            "schema": SCHEMA,
             "what": "ratio = time per call with checks on / time per call of the same "
-            "workload on plain classes with jaxtyping_disable=True",
+            "workload on plain classes with jaxtyping_disable=True (baseline_s), "
+            "measured interleaved with it: the median round, and the lowest and "
+            "highest (ratio_min, ratio_max); noise: they fall on both sides of 1.0",
             "environment": environment,
             "results": [dataclasses.asdict(r) for r in results],
             "sweep": [dataclasses.asdict(p) for p in sweep],
@@ -144,8 +186,13 @@ def plot(
     theme: str = "light",
 ) -> None:
     """Top: overhead (ratio to `jaxtyping_disable`) against the number of leaves,
-    one line per mode. Bottom: the time per call itself, with the checks-off
-    baseline, which also grows with the leaves (dispatch, the step's own work).
+    one line per mode, with the band from its lowest to its highest round. Bottom:
+    the time per call itself, each mode (solid) with the checks-off baseline it was
+    measured against (dashed, same colour), which also grows with the leaves
+    (dispatch, the step's own work). Each mode has its own baseline because each is
+    measured interleaved with its own checks-off rounds: on a shared machine they
+    differ from mode to mode, and one common line would make a mode look faster or
+    slower than unchecked.
 
     Drawn at the width of a page of text (the two panels stacked, not side by side)
     so that the labels stay readable where the image is shown at that width.
@@ -155,6 +202,7 @@ def plot(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     colours = _THEMES[theme]
     style: dict[Any, Any] = {
@@ -171,32 +219,51 @@ def plot(
         fig, (ratio_ax, time_ax) = plt.subplots(2, 1, figsize=(7.5, 9), dpi=150)
         for mode in MODES:
             points = sorted(
-                (p.leaves, p.ratio, p.checked_s) for p in sweep if p.mode == mode
+                (p.leaves, p.ratio, p.checked_s, p.baseline_s, p.ratio_min, p.ratio_max)
+                for p in sweep
+                if p.mode == mode
             )
-            if points:
-                xs, ratios, times = zip(*points, strict=True)
-                ratio_ax.plot(xs, ratios, marker="o", label=MODE_LABELS[mode])
-                time_ax.plot(
-                    xs, [t * 1e3 for t in times], marker="o", label=MODE_LABELS[mode]
-                )
-        baseline: dict[int, list[float]] = {}
-        for p in sweep:
-            baseline.setdefault(p.leaves, []).append(p.baseline_s)
-        xs = sorted(baseline)
-        time_ax.plot(
-            xs,
-            [sorted(baseline[x])[len(baseline[x]) // 2] * 1e3 for x in xs],
-            color=colours["baseline"],
-            linestyle="--",
-            marker=".",
-            label="checks off",
-        )
+            if not points:
+                continue
+            xs, ratios, times, baselines, lows, highs = zip(*points, strict=True)
+            (line,) = ratio_ax.plot(xs, ratios, marker="o", label=MODE_LABELS[mode])
+            colour = line.get_color()
+            if None not in lows and None not in highs:
+                ratio_ax.fill_between(xs, lows, highs, color=colour, alpha=0.15)
+            time_ax.plot(
+                xs,
+                [t * 1e3 for t in times],
+                marker="o",
+                color=colour,
+                label=MODE_LABELS[mode],
+            )
+            time_ax.plot(
+                xs,
+                [t * 1e3 for t in baselines],
+                color=colour,
+                linestyle="--",
+                marker=".",
+                linewidth=1,
+            )
         ratio_ax.axhline(1.0, color=colours["grid"], linestyle="--", linewidth=1)
         for ax in (ratio_ax, time_ax):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.grid(True, which="both", color=colours["grid"], alpha=0.35)
-            ax.legend(fontsize=11)
+        ratio_ax.legend(fontsize=11)
+        handles, _ = time_ax.get_legend_handles_labels()
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=colours["baseline"],
+                linestyle="--",
+                marker=".",
+                linewidth=1,
+                label="its checks-off baseline",
+            )
+        )
+        time_ax.legend(handles=handles, fontsize=11)
         time_ax.set_xlabel("leaves in the PyTree field of the state")
         ratio_ax.set_ylabel("time per call / checks off")
         time_ax.set_ylabel("time per call (ms)")

@@ -17,9 +17,10 @@ from ._scenarios import (
     Case,
     Preset,
     Unavailable,
+    flax_state_prepare,
     load_checker,
+    missing,
     mode_context,
-    s0_prepare,
 )
 
 __all__ = ["CHECKERS", "Result", "SweepPoint", "environment", "run_cases", "run_sweep"]
@@ -36,12 +37,21 @@ class Result:
     checker: str
     mode: str
     ratio: float | None = None
-    """Checked time / `jaxtyping_disable` time; `None` when skipped."""
+    """Checked time / `jaxtyping_disable` time, the median of the rounds; `None` when
+    skipped."""
     checked_s: float | None = None
     baseline_s: float | None = None
+    """This mode's own baseline: the checks-off time measured between its rounds."""
     rounds: int = 0
     skipped: str | None = None
     note: str | None = None
+    label: str = ""
+    ratio_min: float | None = None
+    """The lowest round's ratio."""
+    ratio_max: float | None = None
+    """The highest round's ratio."""
+    noise: bool | None = None
+    """Whether `ratio_min`..`ratio_max` includes 1.0: no difference measured."""
 
 
 @dataclasses.dataclass
@@ -52,6 +62,10 @@ class SweepPoint:
     ratio: float
     checked_s: float
     baseline_s: float
+    """This mode's own baseline at this size: the checks-off time measured between
+    its rounds."""
+    ratio_min: float | None = None
+    ratio_max: float | None = None
 
 
 def environment(preset: Preset) -> dict[str, Any]:
@@ -88,13 +102,13 @@ def environment(preset: Preset) -> dict[str, Any]:
         "versions": versions,
         "rounds": preset.rounds,
         "block_s": preset.block_s,
-        "s0_leaves": preset.s0_leaves,
-        "s3_shapes": (
-            "ResNet-50"
-            if preset.s3_width_divisor == 1
-            else f"ResNet-50 with channel widths / {preset.s3_width_divisor}"
+        "state_leaves": preset.state_leaves,
+        "resnet_shapes": (
+            "real shapes"
+            if preset.resnet_width_divisor == 1
+            else f"channel widths / {preset.resnet_width_divisor}"
         )
-        + f", {preset.s3_dtype}",
+        + f", {preset.resnet_dtype}",
         "eager_leaves": preset.eager_leaves,
     }
 
@@ -112,7 +126,9 @@ def run_cases(
     scenarios: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> list[Result]:
-    """Measure every selected case under every checker and mode."""
+    """Measure every selected case under every checker and mode. A case that can't
+    run here (a checker or a library not installed, a release too old) is reported
+    as skipped, with the reason, and the others still run."""
     results: list[Result] = []
     for checker_name in checkers:
         try:
@@ -125,15 +141,22 @@ def run_cases(
                         progress.advance()
             continue
         for case in _selected(scenarios):
-            label = f"{case.scenario} {case.variant} ({checker_name})"
+            label = f"{case.label} ({checker_name})"
             if progress:
                 progress.update(f"{label}: building")
             # The plain classes, before anything is installed.
             try:
+                why = missing(case.needs)
+                if why is not None:
+                    raise Unavailable(why)
                 prepared = case.prepare(checker, preset)
-            except Unavailable as e:
+            except (Unavailable, ModuleNotFoundError) as e:
+                # A module found but whose own dependency is missing fails here.
+                why = (
+                    str(e) if isinstance(e, Unavailable) else f"{type(e).__name__}: {e}"
+                )
                 for mode in case.modes:
-                    results.append(_skip(case, checker_name, mode, str(e)))
+                    results.append(_skip(case, checker_name, mode, why))
                     if progress:
                         progress.advance()
                 continue
@@ -147,7 +170,15 @@ def run_cases(
 
 
 def _skip(case: Case, checker: str, mode: str, why: str) -> Result:
-    return Result(case.scenario, case.variant, case.title, checker, mode, skipped=why)
+    return Result(
+        case.scenario,
+        case.variant,
+        case.title,
+        checker,
+        mode,
+        skipped=why,
+        label=case.label,
+    )
 
 
 def _measure(
@@ -172,6 +203,10 @@ def _measure(
         baseline_s=m.baseline_s,
         rounds=m.rounds,
         note=case.notes.get(mode),
+        label=case.label,
+        ratio_min=m.low,
+        ratio_max=m.high,
+        noise=m.noise,
     )
 
 
@@ -190,13 +225,14 @@ def count_steps(
 def run_sweep(
     preset: Preset, checker_name: str = "beartype", progress: Progress | None = None
 ) -> list[SweepPoint]:
-    """S0 over `preset.sweep_leaves` leaves: the data of `--plot`."""
+    """The flax.struct state over `preset.sweep_leaves` leaves: the data of `--plot`.
+    Each mode is measured against its own interleaved baseline."""
     checker = load_checker(checker_name)
     points = []
     for leaves in preset.sweep_leaves:
         if progress:
             progress.update(f"sweep: {leaves} leaves, building")
-        prepared = s0_prepare(checker, leaves)
+        prepared = flax_state_prepare(checker, leaves)
         for mode in SWEEP_MODES:
             if progress:
                 progress.update(f"sweep: {leaves} leaves, {mode}")
@@ -211,7 +247,14 @@ def run_sweep(
                 )
             points.append(
                 SweepPoint(
-                    leaves, checker_name, mode, m.ratio, m.checked_s, m.baseline_s
+                    leaves,
+                    checker_name,
+                    mode,
+                    m.ratio,
+                    m.checked_s,
+                    m.baseline_s,
+                    m.low,
+                    m.high,
                 )
             )
             if progress:

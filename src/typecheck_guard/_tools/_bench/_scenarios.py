@@ -1,5 +1,8 @@
-"""The scenarios of `typecheck-guard bench`, one per seed, each runnable under every
-mode.
+"""The scenarios of `typecheck-guard bench`, each runnable under every mode.
+
+A scenario is a `Case`: a name for `--scenario` and the table, the modules it needs
+beyond jax and jaxtyping (a missing one makes it a skipped row, with the reason), and
+a `prepare` function. To add one, write its `prepare` and append a `Case` to `CASES`.
 
 A scenario builds its classes in a factory function. The classes the baseline, "no
 plugin" and both `unflatten_safe` modes use are built once, before anything is
@@ -17,7 +20,7 @@ import contextlib
 import dataclasses
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ._measure import Run
@@ -29,11 +32,13 @@ __all__ = [
     "PRESETS",
     "Case",
     "Preset",
+    "SCENARIOS",
     "Unavailable",
     "load_checker",
+    "missing",
     "mode_context",
     "resnet50_shapes",
-    "s0_prepare",
+    "flax_state_prepare",
 ]
 
 
@@ -41,12 +46,13 @@ class Preset(NamedTuple):
     name: str
     rounds: int
     block_s: float
-    s0_leaves: int
-    s2_dims: tuple[int, int, int, int]
-    """din, dmid, dout, batch of seed 002's model."""
-    s3_width_divisor: int
+    state_leaves: int
+    """Leaves in the `PyTree` field of the flax.struct state."""
+    nnx_dims: tuple[int, int, int, int]
+    """din, dmid, dout, batch of the Flax NNX model."""
+    resnet_width_divisor: int
     """ResNet-50 channel widths are divided by this (1: the real shapes)."""
-    s3_dtype: str
+    resnet_dtype: str
     eager_leaves: int
     sweep_leaves: tuple[int, ...]
 
@@ -100,13 +106,18 @@ def load_checker(name: str) -> Callable[[Any], Any]:
         try:
             from beartype import beartype
         except ImportError:
-            raise Unavailable("beartype is not installed") from None
+            raise Unavailable(
+                "beartype is not installed (pip install 'typecheck-guard[beartype]')"
+            ) from None
         return beartype
     if name == "typeguard":
         try:
             import typeguard
         except ImportError:
-            raise Unavailable("typeguard is not installed") from None
+            raise Unavailable(
+                "typeguard is not installed (pip install 'typecheck-guard[typeguard]' "
+                "for typeguard 2.13.3, the version jaxtyping recommends)"
+            ) from None
         from ..._compat._versions import installed, parse
 
         version = installed("typeguard") or "0"
@@ -199,17 +210,50 @@ class Prepared(NamedTuple):
 
 class Case(NamedTuple):
     scenario: str
+    """What `--scenario` selects, and the `scenario` of a row in `--json`."""
     variant: str
+    """Which form of the scenario (`--json`'s `variant`)."""
+    label: str
+    """The case's name in the table: what it measures, in a few words."""
     title: str
+    """What it measures, in a sentence."""
     modes: tuple[str, ...]
     prepare: Callable[[Callable[[Any], Any], Preset], Prepared]
+    needs: tuple[str, ...] = ()
+    """Modules it imports beyond jax and jaxtyping: without one, it is skipped."""
     notes: dict[str, str] = {}
 
 
-# --- S0: seed 000 ------------------------------------------------------------------
+# Where a module the scenarios need comes from: one of our extras, or itself; and
+# what an extra brings along (flax depends on optax).
+_EXTRA = {"flax": "flax", "equinox": "equinox", "chex": "chex"}
+_BRINGS = {"flax": ("optax",)}
 
 
-def _s0_define(checker: Any) -> tuple[type, Any]:
+def missing(modules: Sequence[str]) -> str | None:
+    """Why a case that imports `modules` can't run here, or `None` if it can."""
+    import importlib.util
+
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    names = " and ".join(absent)
+    extras = sorted({_EXTRA[m] for m in absent if m in _EXTRA})
+    brought = {m for extra in extras for m in _BRINGS.get(extra, ())}
+    others = [m for m in absent if m not in _EXTRA and m not in brought]
+    fix = []
+    if extras:
+        fix.append(f"pip install 'typecheck-guard[{','.join(extras)}]'")
+    if others:
+        fix.append(f"pip install {' '.join(others)}")
+    verb = "is" if len(absent) == 1 else "are"
+    return f"{names} {verb} not installed ({'; '.join(fix)})"
+
+
+# --- A flax.struct state returned from jit -------------------------------------------
+
+
+def _state_define(checker: Any) -> tuple[type, Any]:
     import jax
     from flax import struct
     from jaxtyping import Array, Float, PyTree, jaxtyped
@@ -229,42 +273,46 @@ def _s0_define(checker: Any) -> tuple[type, Any]:
     return Node, step
 
 
-def _s0_state(Node: type, leaves: int) -> Any:
+def _state_value(Node: type, leaves: int) -> Any:
     import jax.numpy as jnp
 
     params = {f"w{i:05d}": jnp.full((16,), 1.0 + i) for i in range(leaves)}
     return Node(params, jnp.zeros(()))
 
 
-def s0_prepare(checker: Any, leaves: int) -> Prepared:
-    """Seed 000: a jitted step returning a jaxtyped flax.struct state whose
-    `PyTree[Float[Array, "..."]]` field holds `leaves` arrays."""
+def flax_state_prepare(checker: Any, leaves: int) -> Prepared:
+    """A jitted step returning a jaxtyped flax.struct state whose
+    `PyTree[Float[Array, "..."]]` field holds `leaves` arrays: the case of jaxtyping's
+    issue #213, "jaxtyping with JAX severely slowing down training speed"."""
     import typecheck_guard
 
-    Node, step = _s0_define(checker)
-    baseline = _carry(step, _s0_state(Node, leaves))
+    Node, step = _state_define(checker)
+    baseline = _carry(step, _state_value(Node, leaves))
 
     def make(mode: str) -> Run:
         if mode == "install":
-            Adapted, adapted_step = _s0_define(checker)
-            return _carry(adapted_step, _s0_state(Adapted, leaves))
+            Adapted, adapted_step = _state_define(checker)
+            return _carry(adapted_step, _state_value(Adapted, leaves))
         if mode == "unflatten_safe":
-            return _carry(typecheck_guard.unflatten_safe(step), _s0_state(Node, leaves))
-        run = _carry(step, _s0_state(Node, leaves))
+            return _carry(
+                typecheck_guard.unflatten_safe(step), _state_value(Node, leaves)
+            )
+        run = _carry(step, _state_value(Node, leaves))
         return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
 
     return Prepared(baseline, make)
 
 
-# --- S1: seed 001's table ----------------------------------------------------------
+# --- 10 floats through jit, as raw arrays and in four kinds of pytree ------------------
 
 
 def _tiny_func(x: Any, y: Any) -> Any:
     return (x - y) / (x + y)
 
 
-def _s1_define(checker: Any, variant: str) -> tuple[Any, Callable[[Any], Any]]:
-    """The jitted function of seed 001 and how to wrap a raw array for `variant`."""
+def _small_define(checker: Any, variant: str) -> tuple[Any, Callable[[Any], Any]]:
+    """`(x - y) / (x + y)` jitted, and how to wrap a raw array for `variant`: the
+    table of Equinox's issue #961, "Slow Initialization"."""
     import jax
     import jax.numpy as jnp
     from jaxtyping import Array, Float, jaxtyped
@@ -317,13 +365,13 @@ def _s1_define(checker: Any, variant: str) -> tuple[Any, Callable[[Any], Any]]:
 
         @classmethod
         def tree_unflatten(cls, aux: None, children: tuple[Any, ...]) -> "CustomArray":
-            # Seed 001's unflatten: through the (typechecked) constructor.
+            # As in most tutorials: through the (typechecked) constructor.
             return cls(*children)
 
     return jax.jit(_tiny_func), CustomArray
 
 
-def _s1_calls(func: Any, wrap: Callable[[Any], Any]) -> Run:
+def _small_calls(func: Any, wrap: Callable[[Any], Any]) -> Run:
     import jax
     import jax.numpy as jnp
 
@@ -339,19 +387,19 @@ def _s1_calls(func: Any, wrap: Callable[[Any], Any]) -> Run:
     return run
 
 
-def _s1(variant: str) -> Callable[[Any, Preset], Prepared]:
+def _small(variant: str) -> Callable[[Any, Preset], Prepared]:
     def prepare(checker: Any, preset: Preset) -> Prepared:
         import typecheck_guard
 
-        func, wrap = _s1_define(checker, variant)
-        baseline = _s1_calls(func, wrap)
+        func, wrap = _small_define(checker, variant)
+        baseline = _small_calls(func, wrap)
 
         def make(mode: str) -> Run:
             if mode == "install":
-                return _s1_calls(*_s1_define(checker, variant))
+                return _small_calls(*_small_define(checker, variant))
             if mode == "unflatten_safe":
-                return _s1_calls(typecheck_guard.unflatten_safe(func), wrap)
-            run = _s1_calls(func, wrap)
+                return _small_calls(typecheck_guard.unflatten_safe(func), wrap)
+            run = _small_calls(func, wrap)
             return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
 
         return Prepared(baseline, make)
@@ -359,10 +407,10 @@ def _s1(variant: str) -> Callable[[Any, Preset], Prepared]:
     return prepare
 
 
-# --- S2: seed 002, Flax NNX ----------------------------------------------------------
+# --- A Flax NNX train step -----------------------------------------------------------
 
 
-def _s2_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., Run]:
+def _nnx_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., Run]:
     import jax
     import jax.numpy as jnp
     import optax
@@ -421,14 +469,14 @@ def _s2_define(checker: Any, dims: tuple[int, int, int, int]) -> Callable[..., R
     return workload
 
 
-def _s2_prepare(checker: Any, preset: Preset) -> Prepared:
+def _nnx_prepare(checker: Any, preset: Preset) -> Prepared:
     import typecheck_guard
 
-    workload = _s2_define(checker, preset.s2_dims)
+    workload = _nnx_define(checker, preset.nnx_dims)
 
     def make(mode: str) -> Run:
         if mode == "install":
-            return _s2_define(checker, preset.s2_dims)()
+            return _nnx_define(checker, preset.nnx_dims)()
         if mode == "unflatten_safe":
             return workload(lambda f: typecheck_guard.unflatten_safe(f))
         run = workload()
@@ -437,7 +485,7 @@ def _s2_prepare(checker: Any, preset: Preset) -> Prepared:
     return Prepared(workload(), make)
 
 
-# --- S3: seed 003, a ResNet-50 TrainState round trip ---------------------------------
+# --- A ResNet-50 TrainState round trip -----------------------------------------------
 
 
 def resnet50_shapes(width_divisor: int = 1, classes: int = 1000) -> dict[str, Any]:
@@ -480,7 +528,7 @@ def resnet50_shapes(width_divisor: int = 1, classes: int = 1000) -> dict[str, An
     return params
 
 
-def _s3_define(checker: Any, preset: Preset) -> Any:
+def _trainstate_define(checker: Any, preset: Preset) -> Any:
     import jax
     import jax.numpy as jnp
     import optax
@@ -503,8 +551,8 @@ def _s3_define(checker: Any, preset: Preset) -> Any:
     def apply_fn(params: Any, x: Any) -> Any:
         return x
 
-    dtype = jnp.dtype(preset.s3_dtype)
-    shapes = resnet50_shapes(preset.s3_width_divisor)
+    dtype = jnp.dtype(preset.resnet_dtype)
+    shapes = resnet50_shapes(preset.resnet_width_divisor)
     params = jax.tree.map(
         lambda shape: jnp.zeros(shape, dtype),
         shapes,
@@ -529,19 +577,19 @@ def _round_trips(state: Any) -> Run:
     return run
 
 
-def _s3_prepare(checker: Any, preset: Preset) -> Prepared:
-    state = _s3_define(checker, preset)
+def _trainstate_prepare(checker: Any, preset: Preset) -> Prepared:
+    state = _trainstate_define(checker, preset)
 
     def make(mode: str) -> Run:
         if mode == "install":
-            return _round_trips(_s3_define(checker, preset))
+            return _round_trips(_trainstate_define(checker, preset))
         run = _round_trips(state)
         return _in_unflatten_safe(run) if mode == "unflatten_safe_with" else run
 
     return Prepared(_round_trips(state), make)
 
 
-# --- Eager PyTree check (issue 3) ----------------------------------------------------
+# --- An eager PyTree[...] check ------------------------------------------------------
 
 
 def _eager_prepare(checker: Any, preset: Preset) -> Prepared:
@@ -566,71 +614,97 @@ def _eager_prepare(checker: Any, preset: Preset) -> Prepared:
     return Prepared(run, make)
 
 
-def _s0_case(checker: Any, preset: Preset) -> Prepared:
-    return s0_prepare(checker, preset.s0_leaves)
+def _state_case(checker: Any, preset: Preset) -> Prepared:
+    return flax_state_prepare(checker, preset.state_leaves)
 
 
-_CUSTOM_NOTE = (
-    "install() does not adapt a hand-written tree_unflatten; unflatten_safe covers it"
+_CUSTOM_NOTE = "does not adapt a hand-written tree_unflatten; unflatten_safe covers it"
+_NNX_NOTE = (
+    "nnx.jit updates the model in place and builds any new object with "
+    "object.__new__ (flax/nnx/pytreelib.py, _graph_node_create_empty): no check runs "
+    "per call, so the plugin has nothing to remove"
+)
+_SMALL = (
+    "(x - y) / (x + y) through jit, a few microseconds a call, x and y passed as {}"
 )
 
 CASES: tuple[Case, ...] = (
     Case(
-        "S0",
+        "flax-state",
         "flax.struct",
-        "jit step -> jaxtyped flax.struct with a PyTree[Float[Array, '...']] field",
+        "flax.struct state from jit",
+        "a jitted step returns a jaxtyped flax.struct state whose "
+        "PyTree[Float[Array, '...']] field holds {state_leaves} arrays",
         _JIT_MODES,
-        _s0_case,
+        _state_case,
+        needs=("flax",),
     ),
     Case(
-        "S1", "arrays", "tiny array through jit: raw arrays", _JIT_MODES, _s1("arrays")
+        "ten-floats",
+        "arrays",
+        "10 floats, raw arrays",
+        _SMALL.format("raw arrays"),
+        _JIT_MODES,
+        _small("arrays"),
     ),
     Case(
-        "S1",
+        "ten-floats",
         "equinox",
-        "tiny array through jit: eqx.Module",
+        "10 floats, eqx.Module",
+        _SMALL.format("an eqx.Module"),
         _JIT_MODES,
-        _s1("equinox"),
+        _small("equinox"),
+        needs=("equinox",),
     ),
     Case(
-        "S1",
+        "ten-floats",
         "flax.struct",
-        "tiny array through jit: flax.struct",
+        "10 floats, flax.struct",
+        _SMALL.format("a flax.struct"),
         _JIT_MODES,
-        _s1("flax.struct"),
+        _small("flax.struct"),
+        needs=("flax",),
     ),
     Case(
-        "S1",
+        "ten-floats",
         "custom",
-        "tiny array through jit: custom pytree",
+        "10 floats, custom node",
+        _SMALL.format("a custom node whose tree_unflatten calls the constructor"),
         _JIT_MODES,
-        _s1("custom"),
-        {"install": _CUSTOM_NOTE},
+        _small("custom"),
+        notes={"install": _CUSTOM_NOTE},
     ),
     Case(
-        "S2",
         "nnx",
-        "Flax NNX train step under nnx.jit, typechecked model and loss",
+        "nnx",
+        "Flax NNX train step",
+        "the train step of Flax's performance guide under nnx.jit, with a "
+        "typechecked model and loss",
         _JIT_MODES,
-        _s2_prepare,
-        {
-            "none": "nnx.jit updates the model in place and builds any new object with "
-            "object.__new__ (flax/nnx/pytreelib.py, _graph_node_create_empty): no check "
-            "runs per call, so the plugin has nothing to remove"
-        },
+        _nnx_prepare,
+        needs=("flax", "optax"),
+        notes={"none": _NNX_NOTE},
     ),
     Case(
-        "S3",
+        "trainstate",
         "TrainState",
-        "flatten + unflatten of a ResNet-50 TrainState with optax adam",
+        "ResNet-50 TrainState round trip",
+        "tree_flatten + tree_unflatten of a jaxtyped TrainState subclass holding "
+        "ResNet-50 parameters ({resnet_shapes}) and an optax adam state",
         ("none", "unflatten_safe_with", "install"),
-        _s3_prepare,
+        _trainstate_prepare,
+        needs=("flax", "optax"),
     ),
     Case(
         "eager",
         "PyTree",
-        "eager call checking a PyTree[Float[Array, '...']] argument",
+        "eager PyTree check",
+        "a function called outside jit checks a PyTree[Float[Array, '...']] "
+        "argument of {eager_leaves} arrays",
         ("none", "cache", "install"),
         _eager_prepare,
     ),
 )
+
+SCENARIOS = tuple(dict.fromkeys(case.scenario for case in CASES))
+"""The names `--scenario` takes, in the order of the table."""

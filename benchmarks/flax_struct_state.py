@@ -1,4 +1,4 @@
-"""Seed 000: a jitted step returning a typechecked flax.struct state.
+"""A jitted step returning a typechecked flax.struct state, under each mode.
 
 The state has a `PyTree[Float[Array, "..."]]` field over N leaves (200 by default)
 and is checked with beartype through jaxtyping. For each mode we report the time of
@@ -10,19 +10,20 @@ overhead that typechecking adds at dispatch time. Modes:
 - with unflatten_safe(): around the loop;
 - install(): the class defined after `typecheck_guard.install()`.
 
-The scenario is the package's own (`typecheck_guard._tools._bench`, scenario S0 of
-`typecheck-guard bench`, which also runs it under typeguard and next to the other
-seeds): each mode is measured interleaved with its baseline in one process (A, B, A,
-B, ...), and we report the median of the per-round ratios: the machine is shared
+The state is the case of jaxtyping's issue #213, "jaxtyping with JAX severely
+slowing down training speed", and `typecheck-guard bench --scenario flax-state`
+measures it too (also under typeguard, next to the other scenarios): each mode is
+measured interleaved with its baseline in one process (A, B, A, B, ...), and we
+report the median of the per-round ratios with their spread: the machine is shared
 and noisy, absolute times are not stable, ratios measured side by side are. See
 `src/typecheck_guard/_tools/_bench/README.md`.
 
-We also report `jax.tree.unflatten` of the state (the held-out tree operation: no
-jit), checked under `with unflatten_safe()` relative to `jaxtyping_disable`, and the
-cost of an adapted class's flatten + unflatten relative to JAX's C++
-`register_dataclass` path (both unchecked).
+We also report `jax.tree.unflatten` of the state (a tree operation outside `jit`),
+checked under `with unflatten_safe()` relative to `jaxtyping_disable`, and the cost
+of an adapted class's flatten + unflatten relative to JAX's C++ `register_dataclass`
+path (both unchecked).
 
-Usage: python benchmarks/seed000.py [--leaves 200] [--rounds 15] [--calls 20]
+Usage: python benchmarks/flax_struct_state.py [--leaves 200] [--rounds 15] [--calls 20]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from beartype import beartype
 
 import typecheck_guard
 from typecheck_guard._tools._bench._measure import interleaved
-from typecheck_guard._tools._bench._scenarios import mode_context, s0_prepare
+from typecheck_guard._tools._bench._scenarios import flax_state_prepare, mode_context
 
 MODES = {
     "no plugin": "none",
@@ -48,10 +49,10 @@ MODES = {
 }
 
 
-def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
+def run(leaves: int, rounds: int, calls: int) -> dict[str, tuple[float, float, float]]:
     # The plain class (baseline, no plugin, unflatten_safe) is defined here, before
     # anything is installed; the install() mode defines its own inside its context.
-    prepared = s0_prepare(beartype, leaves)
+    prepared = flax_state_prepare(beartype, leaves)
     ratios = {}
     for label, mode in MODES.items():
         with mode_context(mode):
@@ -62,17 +63,17 @@ def run(leaves: int, rounds: int, calls: int) -> dict[str, float]:
                 block_s=0.0,
                 iterations=calls,
             )
-        ratios[label] = m.ratio
+        ratios[label] = (m.ratio, m.low, m.high)
     return ratios
 
 
 def tree_unflatten_ratio(leaves: int, rounds: int, calls: int) -> dict[str, float]:
-    """`jax.tree.unflatten` of the S0 state (a tree operation, no jit): checked
+    """`jax.tree.unflatten` of the state (a tree operation, no jit): checked
     under each mode relative to `jaxtyping_disable`."""
-    from typecheck_guard._tools._bench._scenarios import _s0_define, _s0_state
+    from typecheck_guard._tools._bench._scenarios import _state_define, _state_value
 
-    Node, _ = _s0_define(beartype)
-    leaves_, treedef = jax.tree.flatten(_s0_state(Node, leaves))
+    Node, _ = _state_define(beartype)
+    leaves_, treedef = jax.tree.flatten(_state_value(Node, leaves))
 
     def plain(n: int) -> None:
         for _ in range(n):
@@ -145,13 +146,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
     print(
-        f"seed 000: jitted step returning a jaxtyped flax.struct, beartype, "
+        f"jitted step returning a jaxtyped flax.struct state, beartype, "
         f"{args.leaves} leaves; median of {args.rounds} interleaved rounds x "
-        f"{args.calls} calls"
+        f"{args.calls} calls [lowest and highest round]"
     )
     print(f"{'mode':<24} {'checked / jaxtyping_disable':>28}")
-    for name, ratio in run(args.leaves, args.rounds, args.calls).items():
-        print(f"{name:<24} {ratio:>27.2f}x")
+    for name, (ratio, low, high) in run(args.leaves, args.rounds, args.calls).items():
+        print(f"{name:<24} {ratio:>27.2f}x [{low:.2f}-{high:.2f}]")
     print()
     print("jax.tree.unflatten of the state (no jit), checked / jaxtyping_disable")
     for name, ratio in tree_unflatten_ratio(
