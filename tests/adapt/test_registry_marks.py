@@ -175,7 +175,7 @@ def test_a_node_inside_a_node_marks_each_level(installed, typecheck):
 
     def watched(name, cls):
         def unflatten(aux, children):
-            seen.append((name, marks.unflattening))
+            seen.append((name, marks.state[0]))
             return cls(*children)
 
         return unflatten
@@ -200,7 +200,7 @@ def test_a_node_inside_a_node_marks_each_level(installed, typecheck):
     typecheck.reset()
     jax.tree.map(lambda v: v, tree)
     assert seen == [("leafy", Leafy), ("holder", Holder)]
-    assert typecheck.calls == 0 and marks.unflattening is None
+    assert typecheck.calls == 0 and marks.state[0] is None
 
 
 def test_an_exception_inside_an_unflatten_restores_the_mark(installed, typecheck):
@@ -217,7 +217,7 @@ def test_an_exception_inside_an_unflatten_restores_the_mark(installed, typecheck
     p = Picky(jnp.ones(2))
     with pytest.raises(ValueError, match="too long"):
         jax.tree.map(lambda v: jnp.ones(3), p)
-    assert marks.unflattening is None and marks.building is None
+    assert marks.state == [None, None]
 
 
 def test_marks_are_per_thread(installed, typecheck):
@@ -227,7 +227,7 @@ def test_marks_are_per_thread(installed, typecheck):
 
     def slow_unflatten_elsewhere():
         entered.wait()
-        in_other_thread.append(marks.unflattening)
+        in_other_thread.append(marks.state[0])
         release.set()
 
     class Slow:

@@ -220,13 +220,13 @@ def generate_dataclass_functions(
 # Set JAX's mark around the call, restore what was there (an unflatten inside an
 # unflatten marks each level; an exception restores the state).
 _MARKED = """\
-    marks = _marks
-    mark = marks.unflattening
-    marks.unflattening = _cls
+    state = _marks.state
+    mark = state[0]
+    state[0] = _cls
     try:
         return {call}
     finally:
-        marks.unflattening = mark
+        state[0] = mark
 """
 
 

@@ -132,14 +132,15 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     def unflatten(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Run the method without its check, as part of an unflatten of `self`: the
         # mark is consumed and `self` is the instance being built, for this call only.
-        mark, building = marks.unflattening, marks.building
-        marks.unflattening = None
-        marks.building = self
+        state = marks.state
+        mark, building = state
+        state[0] = None
+        state[1] = self
         try:
             return unchecked(self, *args, **kwargs)
         finally:
-            marks.unflattening = mark
-            marks.building = building
+            state[0] = mark
+            state[1] = building
 
     def called_by_jax(frame: Any) -> bool:
         code = kind(frame.f_code)
@@ -147,10 +148,17 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
 
     def guard(self: Any, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        mark = marks.unflattening
-        if mark is not None and mark is type(self):
-            return unflatten(self, args, kwargs)  # row 1
-        if marks.building is self:
+        state = marks.state
+        mark, building = state
+        if mark is type(self):  # row 1, inlined: it runs on every node JAX rebuilds
+            state[0] = None
+            state[1] = self
+            try:
+                return unchecked(self, *args, **kwargs)
+            finally:
+                state[0] = mark
+                state[1] = building
+        if building is self:
             return unchecked(self, *args, **kwargs)  # row 2
         if get_block() is None and not dispatch.depth:
             return checked(self, *args, **kwargs)  # row 3
