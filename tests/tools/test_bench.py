@@ -80,11 +80,14 @@ def test_every_scenario_mode_and_checker_is_reported(smoke):
     assert {s for s, *_ in rows} == set(_scenarios.SCENARIOS)
     assert set(_scenarios.SCENARIOS) == {
         "flax-state",
+        "other-states",
         "ten-floats",
         "nnx",
         "trainstate",
+        "pax",
         "eager",
     }
+    assert {v for s, v, *_ in rows if s == "other-states"} == {"custom", "post_init"}
     assert {v for s, v, *_ in rows if s == "ten-floats"} == {
         "arrays",
         "equinox",
@@ -334,11 +337,16 @@ def test_bench_without_flax_equinox_optax_chex_skips_their_rows(tmp_path):
     measured = {(s, v) for (s, v, _, _), r in rows.items() if r["ratio"] is not None}
     skipped = {(s, v) for (s, v, _, _), r in rows.items() if r["skipped"]}
     # What needs none of them is measured; the rest is skipped, not a crash.
-    assert measured == {("ten-floats", "arrays"), ("ten-floats", "custom")} | (
-        {("eager", "PyTree")}
-    )
+    assert measured == {
+        ("other-states", "custom"),
+        ("ten-floats", "arrays"),
+        ("ten-floats", "custom"),
+        ("pax", "custom nodes"),
+        ("eager", "PyTree"),
+    }
     assert skipped == {
         ("flax-state", "flax.struct"),
+        ("other-states", "post_init"),
         ("ten-floats", "equinox"),
         ("ten-floats", "flax.struct"),
         ("nnx", "nnx"),

@@ -308,7 +308,6 @@ def flax_state_prepare(checker: Any, leaves: int) -> Prepared:
 
 def _other_state_define(checker: Any, variant: str) -> tuple[type, Any]:
     import jax
-    from flax import struct
     from jaxtyping import Array, Float, PyTree, jaxtyped
 
     if variant == "custom":
@@ -335,6 +334,7 @@ def _other_state_define(checker: Any, variant: str) -> tuple[type, Any]:
 
     else:
         assert variant == "post_init"
+        from flax import struct
 
         @jaxtyped(typechecker=checker)
         @struct.dataclass
