@@ -50,7 +50,7 @@ def preparer(cls: type, fn: Any) -> Callable[[], None]:
     def prepare() -> None:
         if not _active:
             return
-        mark_blocked(cls, guard_class(cls))
+        mark_blocked(cls, guard_class(cls, marked=True))
         fn.__globals__["_init"] = cls.__init__
 
     return prepare

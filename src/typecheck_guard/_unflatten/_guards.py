@@ -46,10 +46,12 @@ We never walk the stack; we read at most the caller and its caller.
 from __future__ import annotations
 
 import functools as ft
+import inspect
+import linecache
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Final
 
 from .._compat._checkers import checks_switched_off, peel
 from . import _state
@@ -211,6 +213,113 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
+# The fast guard's own names; a method whose parameters use one keeps the general
+# guard.
+_FAST_NAMES: Final = frozenset(
+    {"_tg_marks", "_tg_unchecked", "_tg_general", "_tg_state"}
+)
+
+
+def _fast_guard(general: Any, unchecked: Any) -> Any | None:
+    """`general` (a guard from `_make_guard`) with rows 1 and 2 in front of it, in a
+    function generated with the signature of `unchecked`: what JAX's marked
+    unflattens of `install()`'s classes run, on every node. Passing the arguments on
+    by name, not through `*args, **kwargs`, halves the guard's cost there.
+
+    Every other call goes on to `general` with its arguments as the signature bound
+    them: row 4 (`cls(**fields)` called exactly so by JAX's tree code, for classes
+    registered before `install()`) never matches through it, which is why only
+    `install()`'s own classes get this guard. `None` when the signature can't be
+    written out (a parameter named like ours, or no `self`)."""
+    try:
+        params = list(inspect.signature(unchecked).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        return None
+    if any(p.name in _FAST_NAMES or not p.name.isidentifier() for p in params):
+        return None
+    namespace: dict[str, Any] = {
+        "_tg_marks": _state.marks,
+        "_tg_unchecked": unchecked,
+        "_tg_general": general,
+    }
+    declared: list[str] = []
+    passed: list[str] = []
+    star = False
+    for i, p in enumerate(params):
+        text = p.name
+        if p.default is not inspect.Parameter.empty:
+            namespace[f"_tg_default{i}"] = p.default
+            text += f"=_tg_default{i}"
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            declared.append(f"*{p.name}")
+            passed.append(f"*{p.name}")
+            star = True
+        elif p.kind is inspect.Parameter.VAR_KEYWORD:
+            declared.append(f"**{p.name}")
+            passed.append(f"**{p.name}")
+        elif p.kind is inspect.Parameter.KEYWORD_ONLY:
+            if not star:
+                declared.append("*")
+                star = True
+            declared.append(text)
+            passed.append(f"{p.name}={p.name}")
+        else:
+            declared.append(text)
+            passed.append(p.name)
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and (
+            i + 1 == len(params)
+            or params[i + 1].kind is not inspect.Parameter.POSITIONAL_ONLY
+        ):
+            declared.append("/")
+    this, call = params[0].name, ", ".join(passed)
+    source = (
+        f"def guard({', '.join(declared)}):\n"
+        f"    _tg_state = _tg_marks.state\n"
+        f"    mark, building = _tg_state\n"
+        f"    if mark is type({this}):\n"
+        f"        _tg_state[0] = None\n"
+        f"        _tg_state[1] = {this}\n"
+        f"        try:\n"
+        f"            return _tg_unchecked({call})\n"
+        f"        finally:\n"
+        f"            _tg_state[0] = mark\n"
+        f"            _tg_state[1] = building\n"
+        f"    if building is {this}:\n"
+        f"        return _tg_unchecked({call})\n"
+        f"    return _tg_general({call})\n"
+    )
+    if {"mark", "building"} & {p.name for p in params}:
+        return None
+    filename = f"<generated_guard_{getattr(unchecked, '__qualname__', 'method')}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    fast = namespace["guard"]
+    fast.__source__ = source
+    for attribute in (
+        "__typecheck_guard_original__",
+        "__typecheck_guard_guards__",
+        "__typecheck_guard_verdicts__",
+    ):
+        setattr(fast, attribute, getattr(general, attribute))
+    ft.update_wrapper(fast, general.__typecheck_guard_original__)
+    return fast
+
+
+def _shared_with_unflatten_safe(owner: type) -> bool:
+    """Whether `owner`'s methods also serve a class `unflatten_safe` guards (one
+    registered before `install()`), which needs the general guard's row 4."""
+    return any(owner in getattr(k, "__mro__", ()) for k in _fields) or any(
+        owner in getattr(k, "__mro__", ())
+        for ks in _unflatten_codes.values()
+        for k in ks
+    )
+
+
 def _owner(cls: type, name: str) -> type | None:
     return next((k for k in cls.__mro__ if name in vars(k)), None)
 
@@ -219,9 +328,15 @@ def is_guard(fn: Any) -> bool:
     return getattr(fn, "__typecheck_guard_original__", None) is not None
 
 
-def guard_class(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
+def guard_class(
+    cls: type, names: tuple[str, ...] = HOOKS, *, marked: bool = False
+) -> str | None:
     """Guard the checked hooks among `names` of `cls` (where each is defined in its
     MRO), and its `__init__` as the entry point whenever another hook is checked.
+
+    `marked`: `cls` is one of `install()`'s, whose unflattens JAX marks; its guards
+    are generated with each method's own signature (`_fast_guard`), where the owner
+    of the method is not also guarded for `unflatten_safe`.
 
     Returns why a checked hook can't be skipped (a layer that is not a checker sits
     above its check), or `None`. Idempotent.
@@ -254,6 +369,8 @@ def guard_class(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
                     plan.insert(0, (owner, "__init__", original, original))
         for owner, name, original, unchecked in plan:
             guard = _make_guard(owner, name, original, unchecked)
+            if marked and not _shared_with_unflatten_safe(owner):
+                guard = _fast_guard(guard, unchecked) or guard
             try:
                 setattr(owner, name, guard)
             except (TypeError, AttributeError):
