@@ -448,3 +448,24 @@ def test_jax_export_accepts_a_wrapped_jitted_function():
     step = typecheck_guard.unflatten_safe(jax.jit(lambda x: x * 2))
     exported = export.export(step)(jnp.ones(2))
     assert exported.call(jnp.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_a_class_checked_after_its_first_unflatten_is_guarded_then(installed, typecheck):
+    class Late:
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+    jax.tree_util.register_pytree_node(
+        Late, lambda o: ((o.x,), None), lambda aux, children: Late(*children)
+    )
+    late = Late(jnp.ones(2))
+    jax.tree.map(lambda v: v, late)  # unchecked: its unflatten sets no mark
+    Late.__init__ = jaxtyped(typechecker=typecheck)(Late.__init__)
+    typecheck.reset()
+    late = Late(jnp.ones(2))
+    per_construction = typecheck.calls
+    assert per_construction > 0
+    jax.tree.map(lambda v: v, late)
+    assert typecheck.calls == per_construction  # the unflatten checked nothing
+    with pytest.raises(typecheck.errors):
+        Late(jnp.ones((2, 2)))

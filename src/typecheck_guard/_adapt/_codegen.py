@@ -201,12 +201,16 @@ def generate_dataclass_functions(
                 "    if _cls.__init__ is not _init:",
                 "        _prepare()",
                 *unpack,
+                "    if _unchecked:",
+                f"        return {call}",
                 *_MARKED.format(call=call).splitlines(),
             ]
         )
         + "\n"
     )
-    namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _marks=_marks())
+    namespace.update(
+        _init=_UNSEEN, _slow=None, _prepare=None, _marks=_marks(), _unchecked=False
+    )
 
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
@@ -259,6 +263,8 @@ def generate_marked_unflatten(
                 "def unflatten(aux, children):",
                 "    if _cls.__init__ is not _init:",
                 "        _prepare()",
+                "    if _unchecked:",
+                "        return _fn(aux, children)",
                 *_MARKED.format(call="_fn(aux, children)").splitlines(),
             ]
         )
@@ -269,6 +275,7 @@ def generate_marked_unflatten(
         "_fn": fn,
         "_marks": _marks(),
         "_init": _UNSEEN,
+        "_unchecked": False,
         "_prepare": prepare,
     }
     out = _compile("unflatten", cls, source, namespace)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._unflatten._guards import guard_class
+from .._unflatten._guards import checks_any, guard_class
 from .._unflatten._records import builds_with_new, mark_blocked
 
 __all__ = ["activate", "marks_calls", "preparer", "wants_mark"]
@@ -51,6 +51,9 @@ def preparer(cls: type, fn: Any) -> Callable[[], None]:
         if not _active:
             return
         mark_blocked(cls, guard_class(cls, marked=True))
+        # A class with no checker on its hooks needs no mark: its unflatten then
+        # costs one call more than JAX's own, nothing else.
+        fn.__globals__["_unchecked"] = not checks_any(cls)
         fn.__globals__["_init"] = cls.__init__
 
     return prepare

@@ -60,6 +60,7 @@ from ._verdict import VerdictCache, cacheable, signature
 
 __all__ = [
     "blocker",
+    "checks_any",
     "guard_class",
     "register_dataclass_fields",
     "register_unflatten",
@@ -388,6 +389,18 @@ def _blocked(owner: type, name: str, blocker: Any) -> str:
         f"({module}.{what}) above its check, and the check can't be skipped without "
         "skipping that decorator too"
     )
+
+
+def checks_any(cls: type, names: tuple[str, ...] = HOOKS) -> bool:
+    """Whether any of the hooks `names` of `cls` carries a checker (guarded or not)."""
+    for name in names:
+        owner = _owner(cls, name)
+        if owner is None or owner is object:
+            continue
+        method = vars(owner)[name]
+        if peel(getattr(method, "__typecheck_guard_original__", method)).checkers:
+            return True
+    return False
 
 
 def blocker(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
