@@ -469,3 +469,43 @@ def test_a_class_checked_after_its_first_unflatten_is_guarded_then(installed, ty
     assert typecheck.calls == per_construction  # the unflatten checked nothing
     with pytest.raises(typecheck.errors):
         Late(jnp.ones((2, 2)))
+
+
+SIGNATURES = {
+    "defaults": "def __init__(self, x: Float[Array, ' n'], scale: float = 2.0):",
+    "keyword_only": "def __init__(self, x: Float[Array, ' n'], *, scale: float = 2.0):",
+    "positional_only": "def __init__(self, x: Float[Array, ' n'], /, scale: float = 2.0):",
+    "star_args": "def __init__(self, x: Float[Array, ' n'], *rest, scale: float = 2.0, **extra):",
+    "other_self": "def __init__(this, x: Float[Array, ' n'], scale: float = 2.0):",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_the_generated_guard_keeps_every_signature(installed, typecheck, name):
+    me = "this" if name == "other_self" else "self"
+    source = (
+        "class Sig:\n"
+        f"    {SIGNATURES[name]}\n"
+        f"        {me}.x = x * scale\n"
+        f"        {me}.scale = scale\n"
+    )
+    namespace = {"Float": Float, "Array": Array}
+    exec(source, namespace)
+    Sig = namespace["Sig"]
+    Sig.__init__ = jaxtyped(typechecker=typecheck)(Sig.__init__)
+    jax.tree_util.register_pytree_node(
+        Sig,
+        lambda o: ((o.x,), o.scale),
+        lambda scale, children: Sig(children[0] / scale, scale=scale),
+    )
+    s = Sig(jnp.ones(2), scale=3.0)
+    typecheck.reset()
+    out = jax.tree.map(lambda v: v, s)
+    assert typecheck.calls == 0
+    # Its guard was generated with the method's own signature.
+    assert Sig.__init__.__code__.co_filename.startswith("<generated_guard_")
+    assert vars(out).keys() == vars(s).keys() and out.scale == 3.0
+    assert out.x.tolist() == [3.0, 3.0]
+    with pytest.raises(typecheck.errors):
+        Sig(jnp.ones((2, 2)))
+    assert Sig.__init__.__name__ == "__init__"

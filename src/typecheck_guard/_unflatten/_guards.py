@@ -280,6 +280,7 @@ def _fast_guard(general: Any, unchecked: Any) -> Any | None:
     this, call = params[0].name, ", ".join(passed)
     source = (
         f"def guard({', '.join(declared)}):\n"
+        f"    __tracebackhide__ = True\n"
         f"    _tg_state = _tg_marks.state\n"
         f"    mark, building = _tg_state\n"
         f"    if mark is type({this}):\n"
@@ -294,8 +295,6 @@ def _fast_guard(general: Any, unchecked: Any) -> Any | None:
         f"        return _tg_unchecked({call})\n"
         f"    return _tg_general({call})\n"
     )
-    if {"mark", "building"} & {p.name for p in params}:
-        return None
     filename = f"<generated_guard_{getattr(unchecked, '__qualname__', 'method')}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
