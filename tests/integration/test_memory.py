@@ -34,7 +34,11 @@ from typecheck_guard._unflatten import _frames, _guards, _safe
 
 
 def _verdicts(cls):
-    return cls.__init__.__typecheck_guard_verdicts__
+    from typecheck_guard._unflatten._guards import guard_info
+
+    info = guard_info(cls.__init__)
+    assert info is not None
+    return info.verdicts
 
 
 def test_verdict_cache_bounded_under_shape_churn(typecheck):

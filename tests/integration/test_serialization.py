@@ -233,7 +233,9 @@ def test_deepcopy_of_a_guarded_class_is_not_checked(typecheck):
     cls, make = _make("struct", typecheck)
     obj = make(cls)
     with typecheck_guard.unflatten_safe():
-        assert cls.__init__ is not cls.__init__.__typecheck_guard_original__
+        from typecheck_guard._unflatten._guards import original_of
+
+        assert cls.__init__ is not original_of(cls.__init__)
         typecheck.reset()
         clone = copy.deepcopy(obj)
         restored = pickle.loads(pickle.dumps(obj))

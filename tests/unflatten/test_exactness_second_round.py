@@ -336,3 +336,22 @@ def test_the_installed_rule_sees_decorators_above_the_registration(installed):
     assert "as decorated when first unflattened" in (
         typecheck_guard._adapt._register.marked_why(Cast) or ""
     )
+
+
+def test_no_type_check_set_on_a_guarded_init_reaches_jaxtyping(typecheck):
+    # jaxtyping reads `__no_type_check__` on its own wrapper at every call; the
+    # guard that stands in for it shares its attributes, so setting it on
+    # `Cls.__init__` switches the check off as it does without us.
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Switched:
+        x: Float[Array, " n"]
+
+    with typecheck_guard.unflatten_safe():  # guards Switched.__init__
+        Switched.__init__.__no_type_check__ = True
+        try:
+            Switched(jnp.ones((2, 2)))  # not checked, as without us
+        finally:
+            del Switched.__init__.__no_type_check__
+        with pytest.raises(typecheck.errors):
+            Switched(jnp.ones((2, 2)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._compat._checkers import peel
-from .._unflatten._guards import blocker
+from .._unflatten._guards import blocker, original_of
 from .._unflatten._records import (
     builds_with_new,
     hooks_of,
@@ -86,7 +86,7 @@ def checked_methods(cls: type, names: tuple[str, ...]) -> dict[str, tuple[str, .
         method = getattr(cls, name, None)
         if method is None or method in (object.__init__, object.__setattr__):
             continue
-        layers = peel(getattr(method, "__typecheck_guard_original__", method))
+        layers = peel(original_of(method))
         if layers.checkers:
             out[name] = layers.checkers
     return out

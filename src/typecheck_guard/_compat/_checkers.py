@@ -119,16 +119,26 @@ def checker_of(fn: Any) -> str | None:
     return None
 
 
-def checks_switched_off() -> bool:
-    """Whether a checker's off-switch is on right now, so that a checked call checks
-    nothing: jaxtyping's `jaxtyping_disable` (its wrapper then calls the function
-    directly) or typeguard 4's `suppress_type_checks()`. beartype and typeguard 2
-    decide at decoration time only."""
+def checks_switched_off(fn: Any = None) -> bool:
+    """Whether a checker's off-switch is on right now, so that a checked call (of
+    `fn`, when given) checks nothing: jaxtyping's `jaxtyping_disable`, or
+    `__no_type_check__` set on jaxtyping's wrapper or the function it wraps (its
+    wrapper then calls the function directly), or typeguard 4's
+    `suppress_type_checks()`. beartype and typeguard 2 decide at decoration time
+    only."""
     jaxtyping = sys.modules.get("jaxtyping")
     if jaxtyping is not None and getattr(jaxtyping.config, "jaxtyping_disable", False):
         return True
     suppression = sys.modules.get("typeguard._suppression")
-    return bool(getattr(suppression, "type_checks_suppressed", 0))
+    if getattr(suppression, "type_checks_suppressed", 0):
+        return True
+    seen = set()
+    while fn is not None and id(fn) not in seen:
+        seen.add(id(fn))
+        if getattr(fn, "__no_type_check__", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 class CheckerLayers(NamedTuple):

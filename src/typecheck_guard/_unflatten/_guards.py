@@ -45,23 +45,25 @@ We never walk the stack; we read at most the caller and its caller.
 
 from __future__ import annotations
 
-import functools as ft
 import inspect
 import linecache
 import sys
 import threading
 import weakref
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from .._compat._checkers import checks_switched_off, peel
+from .._compat._checkers import checks_switched_off, nested_code, peel
 from . import _state
 from ._records import HOOKS
 from ._verdict import VerdictCache, cacheable, signature
 
 __all__ = [
+    "GuardInfo",
     "blocker",
     "checks_any",
     "guard_class",
+    "guard_info",
+    "original_of",
     "register_dataclass_fields",
     "register_unflatten",
     "unguard_all",
@@ -77,9 +79,9 @@ _unflatten_codes: dict[Any, weakref.WeakSet[type]] = {}
 _fields: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
 # owner class -> names of the methods we guarded there, to undo our guards. Weak:
 # we must not be the reason a class stays alive (JAX's registry may be). The
-# original method is kept on the guard (`__typecheck_guard_original__`), which
-# lives on the class, not here: a method's closure can refer to its class, and a
-# value that refers to its key would keep a weak key alive.
+# original method is kept in the guard's closure (`guard_info`), which lives on the
+# class, not here: a method's closure can refer to its class, and a value that
+# refers to its key would keep a weak key alive.
 _guards: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()
 lock = threading.RLock()
 
@@ -201,17 +203,69 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
             return unflatten(self, args, kwargs)
         # A check that ran under a checker's off-switch (`jaxtyping_disable`, ...)
         # checked nothing: its pass is no verdict.
-        off = checks_switched_off()
+        off = checks_switched_off(checked)
         out = checked(self, *args, **kwargs)
-        if not off and not checks_switched_off():
+        if not off and not checks_switched_off(checked):
             verdicts.add(key)
         return out
 
-    ft.update_wrapper(guard, checked)
-    guard.__typecheck_guard_original__ = checked  # type: ignore[attr-defined]
-    guard.__typecheck_guard_guards__ = cls  # type: ignore[attr-defined]
-    guard.__typecheck_guard_verdicts__ = verdicts  # type: ignore[attr-defined]
+    _stand_in(guard, checked)
     return guard
+
+
+def _stand_in(guard: Any, checked: Any) -> None:
+    """Make `guard` look like `checked` where it replaces it: its name, docstring and
+    annotations, and the very same attribute dictionary. Whatever you set on
+    `Cls.__init__` lands where it did without us: jaxtyping's wrapper reads
+    `__no_type_check__` on itself at every call, and with a copy it would check on.
+    (So we keep what we know of a guard in its closure, not in attributes.)"""
+    for name in (
+        "__module__",
+        "__name__",
+        "__qualname__",
+        "__doc__",
+        "__annotations__",
+    ):
+        try:
+            setattr(guard, name, getattr(checked, name))
+        except (AttributeError, TypeError):
+            pass
+    try:
+        guard.__dict__ = checked.__dict__
+    except (AttributeError, TypeError):  # not a function: a copy, as `wraps` does
+        guard.__dict__.update(getattr(checked, "__dict__", {}))
+
+
+class GuardInfo(NamedTuple):
+    original: Any
+    """The method the guard replaced (checked)."""
+    owner: type
+    """The class it is guarded on."""
+    verdicts: VerdictCache
+
+
+def guard_info(fn: Any) -> GuardInfo | None:
+    """What a guard (general or generated) stands for, read from its closure; `None`
+    for anything else."""
+    code = getattr(fn, "__code__", None)
+    namespace = getattr(fn, "__globals__", None) or {}
+    if code is not _GUARD_CODE and "_tg_general" in namespace:
+        fn = namespace["_tg_general"]
+        code = getattr(fn, "__code__", None)
+    if code is not _GUARD_CODE:
+        return None
+    cells = dict(zip(code.co_freevars, fn.__closure__, strict=True))
+    return GuardInfo(
+        cells["checked"].cell_contents,
+        cells["cls"].cell_contents,
+        cells["verdicts"].cell_contents,
+    )
+
+
+def original_of(fn: Any) -> Any:
+    """The method a guard replaced, or `fn` itself when it is no guard."""
+    info = guard_info(fn)
+    return fn if info is None else info.original
 
 
 # The fast guard's own names; a method whose parameters use one keeps the general
@@ -299,14 +353,8 @@ def _fast_guard(general: Any, unchecked: Any) -> Any | None:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
     fast = namespace["guard"]
-    fast.__source__ = source
-    for attribute in (
-        "__typecheck_guard_original__",
-        "__typecheck_guard_guards__",
-        "__typecheck_guard_verdicts__",
-    ):
-        setattr(fast, attribute, getattr(general, attribute))
-    ft.update_wrapper(fast, general.__typecheck_guard_original__)
+    namespace["__source__"] = source  # the function's own dictionary is shared
+    _stand_in(fast, original_of(general))
     return fast
 
 
@@ -325,7 +373,7 @@ def _owner(cls: type, name: str) -> type | None:
 
 
 def is_guard(fn: Any) -> bool:
-    return getattr(fn, "__typecheck_guard_original__", None) is not None
+    return guard_info(fn) is not None
 
 
 def guard_class(
@@ -397,7 +445,7 @@ def checks_any(cls: type, names: tuple[str, ...] = HOOKS) -> bool:
         if owner is None or owner is object:
             continue
         method = vars(owner)[name]
-        if peel(getattr(method, "__typecheck_guard_original__", method)).checkers:
+        if peel(original_of(method)).checkers:
             return True
     return False
 
@@ -410,8 +458,7 @@ def blocker(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
         if owner is None or owner is object:
             continue
         method = vars(owner)[name]
-        original = getattr(method, "__typecheck_guard_original__", method)
-        layers = peel(original)
+        layers = peel(original_of(method))
         if layers.checkers and layers.unchecked is None:
             return _blocked(owner, name, layers.blocker)
     return None
@@ -422,13 +469,16 @@ def unguard_all() -> None:
     with lock:
         for owner, names in list(_guards.items()):
             for name in names:
-                guard = vars(owner).get(name)
-                original = getattr(guard, "__typecheck_guard_original__", None)
+                info = guard_info(vars(owner).get(name))
                 # Only put back what is still our guard: if the user has replaced
                 # the method since, theirs stays.
-                guards = getattr(guard, "__typecheck_guard_guards__", None)
-                if original is not None and guards is owner:
-                    setattr(owner, name, original)
+                if info is not None and info.owner is owner:
+                    setattr(owner, name, info.original)
         _guards.clear()
         _unflatten_codes.clear()
         _fields.clear()
+
+
+# The code of every general guard (`_make_guard`'s nested `guard`): how
+# `guard_info` knows one.
+_GUARD_CODE = nested_code(_make_guard.__code__, "guard")

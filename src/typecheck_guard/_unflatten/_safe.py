@@ -167,8 +167,17 @@ def _in_block(value: Any) -> Any:
     if isinstance(value, type):
         return value
     if type(value).__module__ == "jax._src.stages":
-        # `Lowered`, `Compiled` (callable), `Traced`: their own attributes too.
-        return _Stage(value)
+        # `Traced`, `Lowered`, `Compiled` (callable): their own attributes too. We
+        # give the object a subclass of its class that runs its attributes in a
+        # block, so that it stays what JAX made (`isinstance`, its name, its
+        # methods), not a proxy of it.
+        guarded = _guarded_stage(type(value))
+        if guarded is not None:
+            try:
+                value.__class__ = guarded
+            except TypeError:  # a layout we can't share: leave it as JAX made it
+                pass
+        return value
     if callable(value):
 
         @ft.wraps(value)
@@ -185,35 +194,44 @@ def _in_block(value: Any) -> Any:
     return value
 
 
-class _Stage:
-    """A `Traced` / `Lowered` / `Compiled` reached through `unflatten_safe(jitted)`:
-    what it builds from the function's trees (`in_avals`, `out_info`, `compile()`,
-    ...) runs as if in `with unflatten_safe():`. `__wrapped__` is JAX's object."""
+@ft.cache
+def _guarded_stage(cls: type) -> type | None:
+    """A subclass of JAX's AOT stage `cls`, with its name, whose attribute reads and
+    calls run as if in `with unflatten_safe():`; `None` when `cls` is already one."""
+    if getattr(cls, "__typecheck_guard_stage__", False):
+        return None
 
-    def __init__(self, stage: Any):
-        self.__wrapped__ = stage
-
-    def __getattr__(self, name: str) -> Any:
-        _sync()
+    def __getattribute__(self: Any, name: str) -> Any:  # noqa: N807
         _state.enter()
         try:
-            value = getattr(self.__wrapped__, name)
+            value = object.__getattribute__(self, name)
         finally:
             _state.exit()
+        if name.startswith("__") or isinstance(value, type):
+            return value
         return _in_block(value)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # `Compiled(*args)`: a call of the executable, like a jitted call.
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
+        # `compiled(*args)`: a call of the executable, like a jitted call.
         __tracebackhide__ = True
         _sync()
         _state.enter()
         try:
-            return self.__wrapped__(*args, **kwargs)
+            return cls.__call__(self, *args, **kwargs)
         finally:
             _state.exit()
 
-    def __repr__(self) -> str:
-        return repr(self.__wrapped__)
+    namespace: dict[str, Any] = {
+        "__slots__": (),
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+        "__getattribute__": __getattribute__,
+        "__typecheck_guard_stage__": True,
+    }
+    if "__call__" in dir(cls):
+        namespace["__call__"] = __call__
+    return type(cls.__name__, (cls,), namespace)
 
 
 def _is_jitted(fn: Any) -> bool:
