@@ -252,6 +252,14 @@ def _unsupported(package, found="0.0.1"):
     )
 
 
+def _node_funnel():
+    """The registration funnel install() patches whatever the jax version (its
+    `register_dataclass` only where JAX's own unflatten calls `__init__`)."""
+    from jax._src import tree_util as src
+
+    return getattr(src, "_register_pytree_node", None) or src.register_pytree_node
+
+
 @pytest.mark.parametrize(
     ("package", "off"),
     [
@@ -266,7 +274,7 @@ def test_an_unsupported_version_switches_its_part_off_with_one_warning(
     _fake_versions(monkeypatch, **{package: "0.0.1"})
     _jaxcompat._load.cache_clear()
     _jaxtypingcompat.load.cache_clear()
-    before = jax.tree_util.register_dataclass
+    before = _node_funnel()
     try:
         with pytest.warns(typecheck_guard.PartsDisabledWarning) as caught:
             _install_quietly()
@@ -275,18 +283,18 @@ def test_an_unsupported_version_switches_its_part_off_with_one_warning(
         assert off in message and _unsupported(package) in message
         # The other parts are on.
         assert typecheck_guard.installed()
-        assert (jax.tree_util.register_dataclass is before) == (package == "jax")
+        assert (_node_funnel() is before) == (package == "jax")
     finally:
         typecheck_guard.uninstall()
         _jaxcompat._load.cache_clear()
         _jaxtypingcompat.load.cache_clear()
-    assert jax.tree_util.register_dataclass is before
+    assert _node_funnel() is before
 
 
 def test_every_problem_is_named_at_once_and_nothing_left_is_refused(monkeypatch):
     _fake_versions(monkeypatch, jax="0.4.30", jaxtyping="0.2.20", chex="0.1.80")
     _jaxtypingcompat.load.cache_clear()
-    before = jax.tree_util.register_dataclass
+    before = _node_funnel()
     try:
         with pytest.raises(RuntimeError) as info:
             typecheck_guard.install()
@@ -299,7 +307,7 @@ def test_every_problem_is_named_at_once_and_nothing_left_is_refused(monkeypatch)
     if _versions.installed("chex") is not None:
         assert _unsupported("chex", "0.1.80") in message
     assert not typecheck_guard.installed()
-    assert jax.tree_util.register_dataclass is before
+    assert _node_funnel() is before
 
 
 def test_unflatten_safe_of_a_jitted_function_checks_jax_when_wrapping(monkeypatch):

@@ -5,7 +5,9 @@ The differential generators (`tests/differential/`) cover the same causes as reg
 these tests name each cause once, with a count of the checks that ran.
 """
 
+import contextlib
 import dataclasses
+import importlib.metadata
 import functools as ft
 import sys
 from typing import Annotated, Protocol, runtime_checkable
@@ -18,6 +20,12 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+
+# jaxtyping 0.2 checks a dataclass's fields after `__init__` without reading
+# `__no_type_check__`; 0.3 wraps `__init__` in its function wrapper, which reads it.
+_JAXTYPING_READS_NO_TYPE_CHECK = int(
+    importlib.metadata.version("jaxtyping").split(".")[1]
+) >= 3 or int(importlib.metadata.version("jaxtyping").split(".")[0]) >= 1
 
 try:
     from beartype.vale import Is
@@ -339,19 +347,30 @@ def test_the_installed_rule_sees_decorators_above_the_registration(installed):
 
 
 def test_no_type_check_set_on_a_guarded_init_reaches_jaxtyping(typecheck):
-    # jaxtyping reads `__no_type_check__` on its own wrapper at every call; the
-    # guard that stands in for it shares its attributes, so setting it on
-    # `Cls.__init__` switches the check off as it does without us.
-    @jaxtyped(typechecker=typecheck)
-    @struct.dataclass
-    class Switched:
-        x: Float[Array, " n"]
+    # jaxtyping >= 0.3 reads `__no_type_check__` on its own wrapper at every call
+    # (0.2 checks a dataclass's fields whatever it says); the guard that stands in
+    # for the wrapper shares its attributes, so setting it on `Cls.__init__` does
+    # what it does without us, on every version.
+    def switched_off_call(guard):
+        @jaxtyped(typechecker=typecheck)
+        @struct.dataclass
+        class Switched:
+            x: Float[Array, " n"]
 
-    with typecheck_guard.unflatten_safe():  # guards Switched.__init__
-        Switched.__init__.__no_type_check__ = True
-        try:
-            Switched(jnp.ones((2, 2)))  # not checked, as without us
-        finally:
-            del Switched.__init__.__no_type_check__
-        with pytest.raises(typecheck.errors):
-            Switched(jnp.ones((2, 2)))
+        with guard():
+            Switched.__init__.__no_type_check__ = True
+            try:
+                Switched(jnp.ones((2, 2)))
+                outcome = "ran"
+            except typecheck.errors:
+                outcome = "checked"
+            finally:
+                del Switched.__init__.__no_type_check__
+            with pytest.raises(typecheck.errors):
+                Switched(jnp.ones((2, 2)))
+        return outcome
+
+    plain = switched_off_call(contextlib.nullcontext)
+    assert switched_off_call(typecheck_guard.unflatten_safe) == plain
+    if _JAXTYPING_READS_NO_TYPE_CHECK:
+        assert plain == "ran"
