@@ -26,53 +26,96 @@ from typecheck_guard._compat import _versions
 
 N_CALLS = 6
 M_EAGER = 4
+SLEEP = 0.02
 
-MIX = """
+# A program with known counts in every window: jitted steps returning a checked
+# flax.struct (with a host callback inside), eager calls of checked functions with
+# PyTree arguments whose bodies do slow work and call another checked function, a
+# construction, a tree operation, a first compile. Its checker counts its own checks
+# and failures (the independent count): one per call of the stub jaxtyping checks
+# the arguments with (the other stub, for the return value, has the output as an
+# extra keyword-only argument).
+KNOWN = """
+import collections
+import functools as ft
+import inspect
+import json
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
 from flax import struct
-from jaxtyping import Array, Float, PyTree, jaxtyped
+from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
 
 if sys.argv[1] == "beartype":
-    from beartype import beartype as typechecker
+    from beartype import beartype as base
 else:
-    from typeguard import typechecked as typechecker
-N, M = int(sys.argv[2]), int(sys.argv[3])
+    from typeguard import typechecked as base
+N, M, SLEEP = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+CHECKS, FAILED = collections.Counter(), collections.Counter()
 
 
-@jaxtyped(typechecker=typechecker)
+def counting(fn):
+    checked = base(fn)
+    name = fn.__qualname__
+    argument_stub = not any(
+        p.kind is p.KEYWORD_ONLY and p.name.startswith("ret")
+        for p in inspect.signature(fn).parameters.values()
+    )
+
+    @ft.wraps(checked)
+    def counted(*args, **kwargs):
+        CHECKS[name] += argument_stub
+        try:
+            return checked(*args, **kwargs)
+        except Exception:
+            FAILED[name] += 1
+            raise
+
+    return counted
+
+
+@jaxtyped(typechecker=counting)
 @struct.dataclass
 class State:
     params: PyTree[Float[Array, "..."]]
     step: Float[Array, ""]
 
 
+@jaxtyped(typechecker=counting)
+def progress(step: Float[ArrayLike, ""]) -> None:
+    pass
+
+
 @jax.jit
 def train_step(state):
+    jax.debug.callback(progress, state.step)
     return state.replace(
         params=jax.tree.map(lambda p: p * 0.9, state.params), step=state.step + 1
     )
 
 
-@jax.jit
-def make(x):
-    return State({"w": x}, jnp.zeros(())).params["w"] * 2
-
-
-@jaxtyped(typechecker=typechecker)
-def norm(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
+@jaxtyped(typechecker=counting)
+def inner(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
     return sum(jnp.sum(p) for p in jax.tree.leaves(params))
+
+
+@jaxtyped(typechecker=counting)
+def outer(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
+    time.sleep(SLEEP)  # slow work: the body's time, not the check's
+    return inner(params)
 
 
 state = State({f"w{i}": jnp.ones(3) for i in range(8)}, jnp.zeros(()))
 for _ in range(N):
     state = train_step(state)
-make(jnp.ones(3))
-state = jax.tree.map(lambda x: x, state)
+jax.effects_barrier()
 for _ in range(M):
-    norm(state.params)
+    outer(state.params)
+state = jax.tree.map(lambda x: x, state)
+with open("counts.json", "w") as f:
+    json.dump({"checks": CHECKS, "failed": FAILED}, f)
 print("ran", N, M)
 """
 
@@ -112,53 +155,96 @@ def _rows(report: dict[str, Any], name: str) -> dict[tuple[str, str | None], int
     }
 
 
-@pytest.mark.parametrize("checker", ["beartype", "typeguard"])
-def test_profile_counts_each_when_exactly(tmp_path: Path, checker: str):
-    proc, report = _profile(tmp_path, MIX, checker, str(N_CALLS), str(M_EAGER))
+def _known(tmp_path: Path, checker: str, *options: str) -> tuple[Any, Any, Any]:
+    proc, report = _profile(
+        tmp_path,
+        KNOWN,
+        checker,
+        str(N_CALLS),
+        str(M_EAGER),
+        str(SLEEP),
+        options=options,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"ran {N_CALLS} {M_EAGER}\n"
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    return proc, report, counts
 
+
+STEP = "jax.jit(__main__.train_step)"
+
+
+@pytest.mark.parametrize("checker", ["beartype", "typeguard"])
+def test_profile_counts_each_window_exactly(tmp_path: Path, checker: str):
+    proc, report, counts = _known(tmp_path, checker)
+    checks, failed = counts["checks"], counts["failed"]
     state = _rows(report, "__main__.State")
-    # One unflatten of the output per call, the first call's included.
-    assert state[("dispatch", "jax.jit(__main__.train_step)")] == N_CALLS
-    assert state[("tree", None)] == 1
+    # One rebuild of the output per call, the first call's included: the same count
+    # the runtime guard flags.
+    assert state[("dispatch", STEP)] == N_CALLS
     assert state[("construction", None)] == 1
-    # The construction inside `make`, checked once, while JAX traced it.
-    assert state[("trace", "jax.jit(__main__.make)")] == 1
-    # `train_step`'s trace: its input rebuilt from tracers and `replace`, then the
-    # compilation's own unflattens of its input paths and outputs: once each.
-    assert state[("trace", "jax.jit(__main__.train_step)")] >= 2
-    assert _rows(report, "__main__.norm") == {("eager", None): M_EAGER}
-
+    assert state[("tree", None)] == 1
+    # `replace` inside the traced step: your code, checked once per compilation.
+    assert state[("trace", STEP)] == 1
+    # What JAX rebuilds once per compilation (the input from tracers, the output
+    # with placeholder leaves for its key paths, the re-flatten for its fast path):
+    # everything the checker counted that no other window has.
+    compile_count = checks["State.__init__"] - (N_CALLS + 3)
+    assert compile_count >= 1
+    assert state[("compile", STEP)] == compile_count
+    assert sum(state.values()) == checks["State.__init__"]
     sites = {(s["site"], s["when"], s["jitted"]): s for s in report["sites"]}
-    dispatch = sites["__main__.State", "dispatch", "jax.jit(__main__.train_step)"]
+    compiled = sites["__main__.State", "compile", STEP]
+    # A check that fails on JAX's placeholder leaves is counted as failed.
+    assert compiled["failed"] == failed.get("State.__init__", 0)
+    assert all(s["failed"] == 0 for s in report["sites"] if s["when"] != "compile")
+    # Host callbacks: their own window, named after the callback.
+    assert _rows(report, "__main__.progress") == {
+        ("callback", "jax.debug.callback(__main__.progress)"): N_CALLS
+    }
+    assert checks["progress"] == N_CALLS
+    # Nested checks are rows of their own; the body is not the check's time.
+    assert _rows(report, "__main__.outer") == {("eager", None): M_EAGER}
+    assert _rows(report, "__main__.inner") == {("eager", None): M_EAGER}
+    assert checks["outer"] == checks["inner"] == M_EAGER
+    outer = sites["__main__.outer", "eager", None]
+    assert outer["per_check_seconds"] < 0.25 * SLEEP
+    assert outer["seconds"] < 0.25 * SLEEP * M_EAGER
+
+    # The fixes.
+    dispatch = sites["__main__.State", "dispatch", STEP]
     assert dispatch["checker"] == f"jaxtyping with {checker}"
-    assert "typecheck_guard.install() before State is defined" in dispatch["fix"]
+    for rebuild in (dispatch, compiled, sites["__main__.State", "tree", None]):
+        assert rebuild["rebuild"] and rebuild["removable"]
+        assert "typecheck_guard.install() before State is defined" in rebuild["fix"]
+        assert "registered by flax.struct.dataclass" in rebuild["scan"]
     assert "the first line of prog.py" in dispatch["fix"]
     assert (
         "train_step = typecheck_guard.unflatten_safe(jax.jit(train_step))"
         in dispatch["fix"]
     )
-    assert "registered by flax.struct.dataclass" in dispatch["scan"]
-    assert "install() covers it" in dispatch["scan"]
-    tree = sites["__main__.State", "tree", None]
-    assert "with typecheck_guard.unflatten_safe():" in tree["fix"]
-    assert sites["__main__.norm", "eager", None]["fix"].startswith(
-        "typecheck_guard.cache_pytree_checks()"
+    assert compiled["fix"].startswith(
+        "JAX rebuilds State while it traces and compiles jax.jit(train_step)"
     )
+    if compiled["failed"]:
+        assert "JAX swallowed the errors" in compiled["fix"]
     assert (
-        sites["__main__.State", "trace", "jax.jit(__main__.make)"]["fix"]
-        == "traced once: nothing to do"
+        "with typecheck_guard.unflatten_safe():"
+        in (sites["__main__.State", "tree", None]["fix"])
     )
+    traced = sites["__main__.State", "trace", STEP]
+    assert not traced["rebuild"] and not traced["removable"]
+    assert traced["fix"].startswith("your code, checked while JAX traced it")
+    assert sites[
+        "__main__.progress", "callback", "jax.debug.callback(__main__.progress)"
+    ]["fix"].startswith("runs inside a JAX host callback")
+    assert outer["fix"].startswith("typecheck_guard.cache_pytree_checks()")
     for site in report["sites"]:
         assert site["seconds"] > 0 and site["count"] >= 1
-        assert {"site", "checker", "when", "count", "seconds", "fix"} <= set(site)
     total = sum(s["seconds"] for s in report["sites"])
     assert report["check_seconds"] == pytest.approx(total)
     assert 0 < report["check_seconds"] < report["wall_seconds"]
-    removable = sum(
-        s["seconds"] for s in report["sites"] if s["when"] in ("dispatch", "tree")
-    )
+    removable = sum(s["seconds"] for s in report["sites"] if s["removable"])
     assert report["removable_seconds"] == pytest.approx(removable)
 
     # The table, on stderr.
@@ -169,35 +255,33 @@ def test_profile_counts_each_when_exactly(tmp_path: Path, checker: str):
 
 
 @pytest.mark.parametrize("checker", ["beartype", "typeguard"])
-def test_profile_install_leaves_no_dispatch_or_tree_rows(tmp_path: Path, checker: str):
-    proc, report = _profile(
-        tmp_path, MIX, checker, str(N_CALLS), str(M_EAGER), options=("--install",)
-    )
-    assert proc.returncode == 0, proc.stderr
+def test_profile_install_leaves_only_the_checks_you_asked_for(
+    tmp_path: Path, checker: str
+):
+    proc, report, counts = _known(tmp_path, checker, "--install")
     whens = {s["when"] for s in report["sites"]}
-    assert "dispatch" not in whens and "tree" not in whens
+    assert not whens & {"dispatch", "compile", "tree"}
     state = _rows(report, "__main__.State")
-    assert state[("construction", None)] == 1
-    assert state[("trace", "jax.jit(__main__.make)")] == 1
-    assert _rows(report, "__main__.norm") == {("eager", None): M_EAGER}
+    assert state == {("construction", None): 1, ("trace", STEP): 1}
+    assert sum(state.values()) == counts["checks"]["State.__init__"]
+    assert _rows(report, "__main__.outer") == {("eager", None): M_EAGER}
     assert report["removable_seconds"] == 0
 
 
 def test_profile_reports_on_exception_and_keeps_the_exit_code(tmp_path: Path):
-    source = MIX + "\nraise ValueError('boom')\n"
-    proc, report = _profile(tmp_path, source, "beartype", "2", "1")
+    args = ("beartype", "2", "1", "0")
+    source = KNOWN + "\nraise ValueError('boom')\n"
+    proc, report = _profile(tmp_path, source, *args)
     assert proc.returncode == 1
     assert "ValueError: boom" in proc.stderr
     assert "typecheck-guard profile: typechecks took" in proc.stderr
-    assert _rows(report, "__main__.norm") == {("eager", None): 1}
+    assert _rows(report, "__main__.outer") == {("eager", None): 1}
 
-    source = MIX + "\nsys.exit(7)\n"
-    proc, report = _profile(tmp_path, source, "beartype", "2", "1")
+    source = KNOWN + "\nsys.exit(7)\n"
+    proc, report = _profile(tmp_path, source, *args)
     assert proc.returncode == 7
     assert "typecheck-guard profile: typechecks took" in proc.stderr
-    assert _rows(report, "__main__.State")[
-        ("dispatch", "jax.jit(__main__.train_step)")
-    ] == (2)
+    assert _rows(report, "__main__.State")[("dispatch", STEP)] == 2
 
 
 def test_profile_module_threads_and_plot(tmp_path: Path):

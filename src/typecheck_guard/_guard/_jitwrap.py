@@ -6,7 +6,7 @@ jitted callables with: `jax.jit`, `jax.pmap`, `equinox.filter_jit` and
 `flax.nnx.jit`. A callable made afterwards comes back wrapped in `Jitted`, which
 forwards every attribute (`lower`, `trace`, `clear_cache`, ...) and, while something
 is listening (a `runtime_checks` level other than `"allow"`, or the pytest plugin),
-watches each call that is not itself traced with `_detect.Window`.
+watches each call that is not itself traced with `_track.Window`.
 
 Equinox and Flax NNX build their wrappers on `jax.jit`, so their inner jitted
 callable is wrapped too; a call that is already watched passes straight through it.
@@ -35,13 +35,16 @@ from typing import Any
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
-from . import _callbacks, _detect, _tracing, _watch
+from . import _callbacks, _detect, _situation, _tracing, _watch
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
 _lock = threading.RLock()
 _stack: contextlib.ExitStack | None = None
 _holders = 0
+# Whether the patches have been on since before the program made any jitted
+# callable: then every jitted call is one of ours to see.
+_complete = False
 
 # Where the factories live: (module, attribute, the name we show users).
 _TARGETS = (
@@ -83,6 +86,10 @@ class Jitted:
 
     def __repr__(self) -> str:
         return f"{self.__wrapped__!r} (watched by typecheck_guard)"
+
+
+# Checks find the jitted call they run in by this frame (`_situation`).
+_situation.register_jitted(Jitted.__call__.__code__, "jitted")
 
 
 def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -159,11 +166,16 @@ def _start(stack: contextlib.ExitStack) -> None:
         after_import(later, lambda module: _patch_module(module, stack), stack)
 
 
-def acquire() -> None:
-    """Switch the guard's patches on (or keep them on): one more holder."""
-    global _stack, _holders
+def acquire(*, before_program: bool = False) -> None:
+    """Switch the guard's patches on (or keep them on): one more holder.
+    `before_program`: the caller knows the program has not made a jitted callable
+    yet (the pytest plugin before collection, `typecheck-guard profile` before the
+    program runs)."""
+    global _stack, _holders, _complete
     with _lock:
         if _stack is None:
+            # Without JAX imported, nothing can have been jitted yet.
+            complete = before_program or "jax" not in sys.modules
             stack = contextlib.ExitStack()
             try:
                 _start(stack)
@@ -171,7 +183,14 @@ def acquire() -> None:
                 stack.close()
                 raise
             _stack = stack
+            _complete = complete
         _holders += 1
+
+
+def sees_every_jit() -> bool:
+    """Whether every jitted callable the program has made comes from our patched
+    factories (so that each of their calls is seen)."""
+    return _stack is not None and _complete
 
 
 def release() -> None:
