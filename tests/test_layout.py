@@ -42,6 +42,7 @@ PUBLIC = {
     "RuntimeTypecheckError",
     "profile",
     "Profile",
+    "Site",
 }
 
 

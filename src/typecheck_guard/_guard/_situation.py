@@ -7,7 +7,7 @@ says how often it runs and what removes it:
 | window | what ran the check | how often | what removes it |
 | --- | --- | --- | --- |
 | `dispatch` | a call of a jitted function, outside tracing: JAX rebuilding its output (or a library's dispatch code) | every call | `install()` / `unflatten_safe` for a rebuild |
-| `compile` | JAX rebuilding a tree while it traces or compiles a jitted call (inputs from tracers, outputs with placeholder leaves for their key paths, the first call's re-flatten for its fast path) | once per compilation | `install()` / `unflatten_safe` |
+| `compile` | JAX's tree code while it traces or compiles a jitted call: rebuilding the inputs from tracers, the outputs with placeholder leaves for their key paths, re-flattening them for its fast path | once per compilation | `install()` / `unflatten_safe` for a rebuild |
 | `tree` | JAX rebuilding a tree in a tree operation (`jax.tree.map`, ...) | every operation | `install()` / `unflatten_safe` |
 | `callback` | the function of a host callback | every run of the callback | moving the check |
 | `trace` | your code, while JAX traces it | once per compilation | nothing: the check you asked for |
@@ -327,7 +327,13 @@ def situation(
         when = "callback"
         name = callback_name(callback) if callback is not None else None
     elif traced or compiling:
-        when = "compile" if rebuild else "trace"
+        # JAX's own tree code (rebuilding, or flattening: a pytree node's checked
+        # flatten function, a library's internals under jaxtyping's import hook) is
+        # not the user's traced code.
+        by_jax = rebuild or (
+            caller is not None and _frames.kind(caller.f_code) == _frames.TREE
+        )
+        when = "compile" if by_jax else "trace"
     elif jitted is not None and not _jit_disabled():
         when = "dispatch"
     elif rebuild:
