@@ -314,11 +314,12 @@ def test_checks_the_import_hook_added_to_a_library_say_so(pytester: pytest.Pytes
         [
             "*mylib.Box.tree_flatten (jaxtyping with beartype) in "
             "jax.jit(test_library.test_box.<locals>.<lambda>) at test_library.py:*",
-            "- mylib.Box.tree_flatten was typechecked by jaxtyping with beartype "
-            "while jax.jit(*",
-            "mylib.Box.tree_flatten is checked because jaxtyping's import hook "
-            "instruments every function of mylib (pytest "
-            "--jaxtyping-packages=mylib,..., or install_import_hook)*narrow "
-            "--jaxtyping-packages to the modules you want checked.",
+            # Its flatten and unflatten functions, on each of the 3 calls.
+            "typecheck_guard: 6 checks of mylib's own code ran at dispatch time, at "
+            "2 sites in 1 test (the most time: *).",
+            "They are checked because jaxtyping's import hook instruments every "
+            "function of mylib (pytest --jaxtyping-packages=mylib,..., or "
+            "install_import_hook)*narrow --jaxtyping-packages to the modules you "
+            "want checked.",
         ]
     )

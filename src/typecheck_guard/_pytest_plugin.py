@@ -386,27 +386,37 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             "=", "typecheck-guard: typechecks run at dispatch time"
         )
         terminalreporter.write_line(f"{'checks':>7} {'time':>11}  site")
-        for site, stats in shown:
+        for site, stats in shown if verbose else shown[:_SHOWN]:
             terminalreporter.write_line(_line(site, stats))
+        if not verbose and len(shown) > _SHOWN:
+            rest = shown[_SHOWN:]
+            terminalreporter.write_line(
+                f"        ({_plural(len(rest), 'more site')}, "
+                f"{sum(stats.entry[0] for _, stats in rest)} checks, "
+                f"{sum(stats.entry[1] for _, stats in rest) * 1e3:.3f} ms: -v lists "
+                "them)"
+            )
     warned = [(site, stats) for site, stats in flagged if stats.warned]
     if warned:
-        # What `warn` reports instead of failing: each site's message and fix, and
-        # the tests it ran in (a test's own report is left alone).
+        # What `warn` reports instead of failing (a test's own report is left
+        # alone): the checks jaxtyping's import hook added to a library, one block
+        # per library; then each other site's message and fix, and its tests.
         terminalreporter.write_line("")
+        hooked: dict[str, list[tuple[Site, _Stats]]] = {}
+        own = []
         for site, stats in warned:
+            if site.hook is not None and site.kind != "constructor":
+                hooked.setdefault(site.hook, []).append((site, stats))
+            else:
+                own.append((site, stats))
+        for package, sites in hooked.items():
+            _write(terminalreporter, _hooked_message(recorder, package, sites))
+        for site, stats in own if verbose else own[:_SHOWN]:
             text = _watch.message({site: stats.entry}, _why_reported(recorder, site))
-            for line in text.splitlines():
-                terminalreporter.write_line(line)
-            tests = sorted(stats.tests)
-            listed = tests if verbose else tests[:5]
+            _write(terminalreporter, text + "\n" + _tests_line(stats.tests, verbose))
+        if not verbose and len(own) > _SHOWN:
             terminalreporter.write_line(
-                "in: "
-                + ", ".join(listed)
-                + (
-                    f" and {len(tests) - len(listed)} more (-v lists them)"
-                    if len(tests) > len(listed)
-                    else ""
-                )
+                f"({_plural(len(own) - _SHOWN, 'more site')}: -v lists them)"
             )
             terminalreporter.write_line("")
     if allowed and not verbose:
@@ -438,6 +448,59 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         f"{_plural(len(flagged), 'site')}, {total_seconds * 1e3:.3f} ms "
         f"steady-state + {first_seconds * 1e3:.3f} ms in first checks (one-time "
         f"setup) ({mode}: {outcome})."
+    )
+
+
+# Sites listed in the summary without -v.
+_SHOWN: Final = 20
+
+HOOKED: Final = (
+    "typecheck_guard: {count} of {package}'s own code ran at dispatch time, at "
+    "{sites} in {tests} (the most time: {names}).\n"
+    "\n"
+    "They are checked because jaxtyping's import hook instruments every function of "
+    "{package} (pytest --jaxtyping-packages={package},..., or install_import_hook), "
+    "and that code runs on every call of a jitted function (Equinox's filter_jit "
+    "dispatch, a pytree node's flatten function, ...): these are not checks you "
+    "wrote. To keep checking your code without them, narrow --jaxtyping-packages to "
+    "the modules you want checked.\n"
+    "({why})"
+)
+
+
+def _write(terminalreporter: Any, text: str) -> None:
+    for line in text.splitlines():
+        terminalreporter.write_line(line)
+    terminalreporter.write_line("")
+
+
+def _tests_line(tests: set[str], verbose: bool) -> str:
+    ordered = sorted(tests)
+    listed = ordered if verbose else ordered[:5]
+    more = len(ordered) - len(listed)
+    return (
+        "in: "
+        + ", ".join(listed)
+        + (f" and {more} more (-v lists them)" if more else "")
+    )
+
+
+def _hooked_message(
+    recorder: _Recorder, package: str, sites: list[tuple[Site, _Stats]]
+) -> str:
+    tests: set[str] = set()
+    for _, stats in sites:
+        tests |= stats.tests - {_COLLECTING}
+    names = ", ".join(
+        dict.fromkeys(site.checked.rsplit(".", 1)[-1] for site, _ in sites[:3])
+    )
+    return HOOKED.format(
+        count=_plural(sum(stats.entry[0] for _, stats in sites), "check"),
+        package=package,
+        sites=_plural(len(sites), "site"),
+        tests=_plural(len(tests), "test"),
+        names=names,
+        why=_why_reported(recorder, sites[0][0]),
     )
 
 

@@ -376,13 +376,15 @@ def _classify(code: CodeType) -> int:
 
 def qualified(obj: Any) -> str:
     """`module.qualname` of a function or class; `functools.partial(module.f)` for
-    a partial (its repr carries a memory address, which would make every run's
-    names differ)."""
+    a partial and `module.Class(...)` for an instance (their reprs carry memory
+    addresses, which would make every run's names differ)."""
     if isinstance(obj, functools.partial):
         return f"functools.partial({qualified(obj.func)})"
     qualname = getattr(obj, "__qualname__", None)
-    if qualname is None:
-        return repr(obj)
+    if not isinstance(qualname, str):
+        # An instance (an `equinox.Module` jitted as a function): its class, not its
+        # repr, which can run to pages and carries memory addresses.
+        return f"{qualified(type(obj))}(...)" if obj is not None else "None"
     module = getattr(obj, "__module__", None)
     return f"{module}.{qualname}" if module else qualname
 
@@ -778,11 +780,16 @@ def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -
     frame that called the jitted callable, if known."""
     if inspect.ismethod(fun):
         fun = fun.__func__
-    code = getattr(fun, "__code__", None)
+    inner = fun
+    for _ in range(16):  # under checker layers (jaxtyping's import hook adds them)
+        inner = getattr(inner, "__wrapped__", None) or inner
+        if not hasattr(inner, "__wrapped__"):
+            break
+    code = getattr(inner, "__code__", None)
     if (
         code is not None
         and code.co_name == "fun_wrapped"
-        and getattr(fun, "__module__", None) == "equinox._jit"
+        and getattr(inner, "__module__", None) == "equinox._jit"
     ):
         # `equinox.filter_jit` jits a function of its own, named after the user's
         # (`__qualname__` only: its `__module__` stays `equinox._jit`). The user's

@@ -102,6 +102,8 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
             fun = kwargs["fun"]
         else:  # `@jax.jit(static_argnums=...)`: the decorator comes back to us
             return ft.partial(factory, **kwargs)
+        if _pending:
+            _patch_pending()
         jitted = original(*args, **kwargs)
         if not callable(jitted) or isinstance(jitted, ft.partial):
             return jitted
@@ -154,7 +156,8 @@ def _start(stack: contextlib.ExitStack) -> None:
     else:
         _tracing.patch(stack)
     _callbacks.patch(stack)
-    later = set()
+    later = _pending
+    later.clear()
     for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
         module = sys.modules.get(module_name)
         if module is not None:
@@ -163,7 +166,41 @@ def _start(stack: contextlib.ExitStack) -> None:
             later.add(module_name)
     if later:
         # equinox / flax.nnx imported after the guard was switched on.
-        after_import(later, lambda module: _patch_module(module, stack), stack)
+        after_import(
+            set(later), lambda module: _patched_on_import(module, stack), stack
+        )
+        stack.callback(later.clear)
+
+
+# The modules of `_TARGETS` not imported when the guard was switched on. Our finder
+# patches them on import, when it is asked: another import hook inserted before it
+# on `sys.meta_path` (jaxtyping's, under `--jaxtyping-packages=equinox,...`) loads
+# them without asking it. So each new jitted callable (Equinox and Flax NNX make
+# theirs with `jax.jit`) also patches whichever of them has been imported since.
+_pending: set[str] = set()
+
+
+def _patched_on_import(module: Any, stack: contextlib.ExitStack) -> None:
+    _pending.discard(module.__name__)
+    _patch_module(module, stack)
+
+
+def _patch_pending() -> None:
+    with _lock:
+        stack = _stack
+        if stack is None:
+            return
+        for name in list(_pending):
+            module = sys.modules.get(name)
+            # Not while the module is still being imported (it may be what called
+            # `jax.jit`): only once the factories we patch are there.
+            if module is not None and all(
+                callable(getattr(module, attribute, None))
+                for module_name, attribute, _ in _TARGETS
+                if module_name == name
+            ):
+                _pending.discard(name)
+                _patch_module(module, stack)
 
 
 def acquire(*, before_program: bool = False) -> None:

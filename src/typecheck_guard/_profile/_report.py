@@ -220,6 +220,13 @@ def fix(site: Site, program: str | None = None) -> str:
             f"run on every call{' of ' + _shown(site.jitted) if site.jitted else ''}; "
             "narrow --jaxtyping-packages to the modules you want checked"
         )
+    if site.hook is not None and site.when != "unclear":
+        return (
+            f"checked because jaxtyping's import hook instruments every function of "
+            f"{site.hook} (--jaxtyping-packages={site.hook},...): keep it if you mean "
+            f"to check {site.hook}'s own code, else narrow --jaxtyping-packages to the "
+            "modules you want checked"
+        )
     if site.when == "dispatch":
         return (
             "code that JAX runs on every call"
