@@ -509,12 +509,20 @@ def _on_start(code: CodeType, offset: int) -> Any:
             _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _kinds[code] = kind
+    state = _threads.get(threading.get_ident())
+    if state is not None and state._stack:
+        top = state._stack[-1]
+        if top.in_body is None and top.static and kind != _detect._BODY:
+            # Checker code inside a check whose checkers we already know (each
+            # leaf's array check under a `PyTree[...]` check): part of it, nothing
+            # to do. The fast way out, called 200 times in a 200-leaf check.
+            return None
     # Every time, not once per kind: an equal code object found in `_kinds` is
     # another function's wrapper, with events of its own (`_monitoring.py`).
     _monitor.instrument(code)
     if _monitor.tool is None:  # stopped meanwhile
         return None
-    _state().started(sys._getframe(1), kind)
+    (state or _state()).started(sys._getframe(1), kind)
     return None
 
 
