@@ -849,3 +849,35 @@ def test_the_guard_and_the_profile_count_the_same(typecheck):
     }
     assert guard == {"constructor": N_CALLS, "callback": N_CALLS}
     assert profiled == {"dispatch": N_CALLS, "callback": N_CALLS}
+
+
+def test_a_call_that_does_not_bind_leaves_the_profile_watching():
+    # On Python 3.11 the profile function is off from the start of a jaxtyping
+    # check; a call that does not match the signature raises before jaxtyping's
+    # `try`, and the profile must be watching again afterwards. (jaxtyping refused
+    # the call: a failed check, on every backend.)
+    @jaxtyped(typechecker=beartype_checker())
+    def one(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    @jaxtyped(typechecker=beartype_checker())
+    def failing(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x[None]  # the return check fails
+
+    x = jnp.ones(2)
+    with typecheck_guard.profile() as prof:
+        one(x)
+        with pytest.raises(TypeError):
+            one(x, x)
+        with pytest.raises(Exception, match="return value"):
+            failing(x)
+        for _ in range(3):
+            one(x)
+    counts = {s.name.rsplit(".", 1)[-1]: (s.count, s.failed) for s in prof.sites}
+    assert counts == {"one": (5, 1), "failing": (1, 1)}
+
+
+def beartype_checker():
+    from beartype import beartype
+
+    return beartype

@@ -210,14 +210,13 @@ class _Signature(inspect.Signature):
         try:
             return inspect.Signature.bind(self, *args, **kwargs)
         except BaseException:
+            end = _detect._clock()
             state = _threads.get(threading.get_ident())
             stack = state._stack if state is not None else ()
             if stack and stack[-1].fast and sys._getframe(1) is stack[-1].frame:
-                # A call that does not match the signature: no check ran.
-                stack.pop()  # type: ignore[union-attr]
-                state._waiting = (  # type: ignore[union-attr]
-                    (stack[-1].in_body or stack[-1].frame) if stack else None
-                )
+                # A call that does not match the signature: jaxtyping refused it,
+                # a failed check (as the other backends see it: its frame raised).
+                state.close(stack[-1], True, end)  # type: ignore[union-attr]
                 if _on:
                     sys.setprofile(state.event)  # type: ignore[union-attr]
             raise
