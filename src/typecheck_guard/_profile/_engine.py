@@ -511,8 +511,18 @@ def _on_start(code: CodeType, offset: int) -> Any:
     state = _threads.get(threading.get_ident())
     if state is not None and state._stack:
         top = state._stack[-1]
-        if top.in_body is None and top.static and kind != _detect._BODY:
-            # Checker code inside a check whose checkers we already know (each
+        if (
+            top.in_body is None
+            and kind != _detect._BODY
+            and (
+                top.static
+                or (
+                    _detect._CHECKER_NAMES[kind] in top.checkers
+                    and (kind != _detect._ISINSTANCE or top.pytree)
+                )
+            )
+        ):
+            # Checker code inside a check, adding nothing we don't know (each
             # leaf's array check under a `PyTree[...]` check): part of it, nothing
             # to do. The fast way out, called 200 times in a 200-leaf check.
             return None
