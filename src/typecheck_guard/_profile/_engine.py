@@ -150,6 +150,7 @@ def _watch_body(code: CodeType) -> None:
 
 _original_pop: Any = None
 _patched_cells: list[tuple[Any, Any]] = []
+_MAX_PATCHED = 100_000
 _cells_lock = threading.Lock()
 
 
@@ -229,12 +230,22 @@ def _quiet_signature(signature: inspect.Signature) -> _Signature:
     return quiet
 
 
-def _fast_path(local: dict[str, Any]) -> bool:
-    """Make the jaxtyping check whose `wrapped_fn` has these locals ready for the
-    fast path (its body hook and exception-safe binding); `False` if we can't."""
+def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
+    """Make the jaxtyping check whose `wrapped_fn` runs at `frame`, with these
+    locals, ready for the fast path (its body hook and exception-safe binding);
+    `False` if we can't."""
     fn = local.get("fn")
     if getattr(fn, "__typecheck_guard_body__", None) is not None:
         return True
+    caller = frame.f_back
+    if (
+        caller is not None and caller.f_code.co_name == "_check_dataclass_annotations"
+    ) or len(_patched_cells) >= _MAX_PATCHED:
+        # jaxtyping < 0.3 checks a dataclass through a function it makes for each
+        # construction, and a program may decorate functions without end: patching
+        # each would keep every one alive until we stop. Those are watched the slow
+        # way.
+        return False
     impl = local.get("wrapped_fn_impl")
     if _original_pop is None or impl is None or fn is None:
         return False
@@ -436,7 +447,7 @@ class _Thread(Tracker):
             and data.described is not None
             and "wrapped_fn_impl" in data.described.frame_locals
             and sys.getprofile() == self.event
-            and _fast_path(data.described.frame_locals)
+            and _fast_path(check.frame, data.described.frame_locals)
         ):
             # Not when the runtime guard's window shares the profile function: it
             # must see the check's end itself.
