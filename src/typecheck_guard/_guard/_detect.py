@@ -793,8 +793,10 @@ def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -
     ):
         # `equinox.filter_jit` jits a function of its own, named after the user's
         # (`__qualname__` only: its `__module__` stays `equinox._jit`). The user's
-        # function is the `jit_wrapper` of Equinox's `_call`, which called us.
-        wrapper = caller.f_locals.get("jit_wrapper") if caller is not None else None
+        # function is under the `_JitWrapper` whose `_call` called us (`jit_wrapper`
+        # from Equinox 0.12 on, `self` before).
+        local = caller.f_locals if caller is not None else {}
+        wrapper = local.get("jit_wrapper", local.get("self"))
         user = getattr(wrapper, "__wrapped__", None) if wrapper is not None else None
         name = qualified(user) if user is not None else fun.__qualname__
         return f"equinox.filter_jit({name})"
