@@ -389,9 +389,6 @@ def qualified(obj: Any) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
-_qualified = qualified
-
-
 def _function_of(frame: FrameType | None) -> str:
     if frame is None:
         return "<unknown>"
