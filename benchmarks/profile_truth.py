@@ -75,7 +75,6 @@ def _workloads(checker: Any, leaves: int) -> dict[str, tuple[Any, int]]:
     """name -> (run(n), checks per call)."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
     from flax import struct
 
     @jaxtyped(typechecker=checker)
@@ -92,11 +91,11 @@ def _workloads(checker: Any, leaves: int) -> dict[str, tuple[Any, int]]:
     def inner(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
         return params["w00000"][0]
 
-    work = np.random.default_rng(0).standard_normal((120, 120))
-
     @jaxtyped(typechecker=checker)
     def outer(params: PyTree[Float[Array, "..."]]) -> Float[Array, ""]:
-        np.linalg.inv(work)  # slow work: the body's, not the check's
+        total = 0  # slow work, the body's, not the check's: one thread, no calls
+        for i in range(100_000):
+            total += i
         return inner(params)
 
     # A callback that checks a whole tree: JAX runs it on one of its threads, so
@@ -227,14 +226,17 @@ state = jax.tree.map(lambda x: x, state)
 """
 
 
-def _run(args: list[str], cwd: str) -> float:
-    """CPU seconds (user + system) of a child process."""
+def _run(args: list[str], cwd: str) -> tuple[float, float]:
+    """(CPU seconds (user + system), wall seconds) of a child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
 
 
 def install(checker_name: str, rounds: int, steps: int, leaves: int) -> None:
@@ -242,7 +244,8 @@ def install(checker_name: str, rounds: int, steps: int, leaves: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "prog.py").write_text(textwrap.dedent(KNOWN))
         program = ["prog.py", checker_name, str(steps), str(leaves)]
-        ratios, removable, removed, plain_cpu, installed_cpu = [], [], [], [], []
+        ratios, removable, removed = [], [], []
+        plain_cpu, installed_cpu, plain_wall, installed_wall = [], [], [], []
         for _ in range(rounds):
             reports = []
             for extra in ([], ["--install"]):
@@ -254,9 +257,14 @@ def install(checker_name: str, rounds: int, steps: int, leaves: int) -> None:
             removable.append(plain["removable_seconds"])
             removed.append(plain["check_seconds"] - after["check_seconds"])
             ratios.append(removable[-1] / removed[-1])
-            plain_cpu.append(_run([sys.executable, *program], tmp))
-            installed_cpu.append(_run([*cli, "run", *program], tmp))
+            cpu, wall = _run([sys.executable, *program], tmp)
+            plain_cpu.append(cpu)
+            plain_wall.append(wall)
+            cpu, wall = _run([*cli, "run", *program], tmp)
+            installed_cpu.append(cpu)
+            installed_wall.append(wall)
     saved = [p - i for p, i in zip(plain_cpu, installed_cpu, strict=True)]
+    saved_wall = [p - i for p, i in zip(plain_wall, installed_wall, strict=True)]
     print(
         f"2. removable_seconds against what --install removes: median of {rounds} "
         f"rounds; {checker_name}, {steps} steps, {leaves} leaves"
@@ -274,6 +282,13 @@ def install(checker_name: str, rounds: int, steps: int, leaves: int) -> None:
         f"   removable / that    {statistics.median(removable) / statistics.median(saved):.2f}x"
         f"   (CPU {statistics.median(plain_cpu):.2f} s -> "
         f"{statistics.median(installed_cpu):.2f} s)"
+    )
+    print(
+        f"   wall time: python - typecheck-guard run   {statistics.median(saved_wall):8.3f} s"
+        f"   removable / that    "
+        f"{statistics.median(removable) / statistics.median(saved_wall):.2f}x"
+        f"   (wall {statistics.median(plain_wall):.2f} s -> "
+        f"{statistics.median(installed_wall):.2f} s)"
     )
 
 
