@@ -58,6 +58,7 @@ class Open:
         "ignore",
         "body_raised",
         "fast",
+        "known",
         "data",
     )
 
@@ -89,6 +90,9 @@ class Open:
         self.fast = False
         """The profiler's 3.11 fast path runs this check without the profile
         function (`_profile/_engine.py`)."""
+        self.known: set[int] = set()
+        """Kinds of checker code entered inside it that can tell us nothing more
+        (its name is in `checkers`, and for `isinstance`, `pytree` is set)."""
         self.data = data
 
 
@@ -127,7 +131,9 @@ class Tracker:
         elif frame is self._waiting and event == "return":
             self.returned(frame, raised(frame))
 
-    def started(self, frame: FrameType, kind: int) -> None:
+    def started(self, frame: FrameType, kind: int) -> bool:
+        """Checker code (or a body) of `kind` starts at `frame`. Returns whether a
+        check opened (the caller must then see `frame` return)."""
         stack = self._stack
         top = stack[-1] if stack else None
         if kind == _detect._BODY:
@@ -139,7 +145,7 @@ class Tracker:
             ):
                 top.paused_at = _detect._clock()
                 top.in_body = self._waiting = frame
-            return
+            return False
         if top is not None and top.in_body is None:
             # Checker code inside a check, not in its body: part of it.
             if not top.static and not top.ignore:
@@ -148,25 +154,28 @@ class Tracker:
                     top.checkers.append(name)
             if kind == _detect._ISINSTANCE and not top.pytree:
                 top.pytree = _detect.is_pytree_check(frame.f_code)
-            return
+            if kind != _detect._ISINSTANCE or top.pytree:
+                top.known.add(kind)
+            return False
         if (
             kind == _detect._TYPEGUARD
             and _detect._typeguard_suppression is not None
             and _detect._typeguard_suppression.type_checks_suppressed
         ):
-            return
+            return False
         try:
             check = self.open(frame, kind)
         except Exception:  # never let the watching break the user's program
             check = Open(frame, "?", ignore=True)
         if check is None:
-            return
+            return False
         if not stack:
             self._stack = stack = []
         stack.append(check)  # type: ignore[union-attr]
         self._waiting = frame
         self.opened(check)
         check.start = _detect._clock()
+        return True
 
     def opened(self, check: Open) -> None:
         """Called once a check is on the stack, before its clock starts."""

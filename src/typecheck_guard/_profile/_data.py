@@ -177,7 +177,7 @@ class Totals:
         self._running = False
         self.setup_probes = 0
         """Checks a checker ran on its own hints while decorating (not counted in
-        the sites)."""
+        the sites, nor timed)."""
         self.setup_probe_seconds = 0.0
         self.label: str | None = None
         """Attributed to each site's `tests` (the pytest option sets the test id)."""

@@ -59,7 +59,12 @@ __all__ = ["attach", "detach"]
 
 # --- what we recognise -------------------------------------------------------------
 
-_kinds: dict[CodeType, int] = {}
+# What each code object is (`_detect._kind_of_code`), keyed by the object's id: a
+# code object hashes its whole contents on every lookup (up to half a microsecond
+# for jaxtyping's wrapper), and we look one up for every call on 3.11, for every
+# checker event on 3.12. `_codes` holds each one, so that its id stays its own.
+_kinds: dict[int, int] = {}
+_codes: dict[int, CodeType] = {}
 _checker_dirs: tuple[str, ...] = ()
 # The `sys.monitoring` backend: ids of code objects that answered `DISABLE` (plain,
 # as far as we knew then). A body first seen later must have its events restarted.
@@ -82,12 +87,27 @@ def _prepare() -> None:
     if not _detect._known:  # the guard has not prepared them yet
         _detect.prepare()
     _checker_dirs = _dirs(("jaxtyping", "beartype", "typeguard"))
-    _kinds.clear()
+    _clear_kinds()
     _disabled.clear()
 
 
 def _classify(code: CodeType) -> int:
-    return _detect.remember(_kinds, code)
+    kind = _detect._kind_of_code(code)
+    _remember(code, kind)
+    return kind
+
+
+def _remember(code: CodeType, kind: int) -> None:
+    if len(_kinds) >= _detect._MAX_KINDS:  # a program that makes code without end
+        _kinds.clear()
+        _codes.clear()
+    _kinds[id(code)] = kind
+    _codes[id(code)] = code
+
+
+def _clear_kinds() -> None:
+    _kinds.clear()
+    _codes.clear()
 
 
 def _may_be_unseen_rebuild(cls: type | None) -> bool:
@@ -112,9 +132,9 @@ def _may_be_unseen_rebuild(cls: type | None) -> bool:
 
 def _watch_body(code: CodeType) -> None:
     """From now on, see `code` start and return: it is a checked function's body."""
-    if _kinds.get(code) == _detect._BODY:
+    if _kinds.get(id(code)) == _detect._BODY:
         return
-    _kinds[code] = _detect._BODY
+    _remember(code, _detect._BODY)
     if _monitor.tool is not None:
         _monitor.instrument(code)
         if id(code) in _disabled:
@@ -157,7 +177,7 @@ _cells_lock = threading.Lock()
 def _popped() -> None:
     _original_pop()
     end = _detect._clock()  # the check ends here; what follows is ours
-    state = _threads.get(threading.get_ident())
+    state = getattr(_local, "state", None)
     if state is None or not state._stack:
         return
     top = state._stack[-1]
@@ -174,7 +194,7 @@ def _make_body(fn: Any) -> Any:
     def body(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         now = _detect._clock()  # first: what follows is not the check's time
-        state = _threads.get(threading.get_ident())
+        state = getattr(_local, "state", None)
         top = state._stack[-1] if state is not None and state._stack else None
         if (
             top is None
@@ -212,7 +232,7 @@ class _Signature(inspect.Signature):
             return inspect.Signature.bind(self, *args, **kwargs)
         except BaseException:
             end = _detect._clock()
-            state = _threads.get(threading.get_ident())
+            state = getattr(_local, "state", None)
             stack = state._stack if state is not None else ()
             if stack and stack[-1].fast and sys._getframe(1) is stack[-1].frame:
                 # A call that does not match the signature: jaxtyping refused it,
@@ -378,7 +398,7 @@ class _Data:
         self.handled = handled
 
 
-_SETUP = _Data(None, None, None, None)
+_PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
 
 
 class _Thread(Tracker):
@@ -391,7 +411,7 @@ class _Thread(Tracker):
                 sys.setprofile(None)
                 return
             code = frame.f_code
-            kind = _kinds.get(code)
+            kind = _kinds.get(id(code))
             if kind is None:
                 kind = _classify(code)
             if kind:
@@ -411,8 +431,12 @@ class _Thread(Tracker):
             and caller.f_code.co_filename.startswith(_checker_dirs)
         ):
             # A checker probing a hint while it decorates (beartype asks
-            # `isinstance(None, hint)` to see whether the hint is isinstanceable).
-            return Open(frame, "?", data=_SETUP)
+            # `isinstance(None, hint)` to see whether the hint is isinstanceable):
+            # counted apart, not timed (following it would make every later
+            # `__instancecheck__` report its return to us).
+            for recorder in _recorders:
+                recorder._add(_PROBE)
+            return None
         described = _detect.describe(frame, kind)
         if described is None:
             return None
@@ -456,35 +480,21 @@ class _Thread(Tracker):
 
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
         data = check.data
-        thread = threading.current_thread().name
-        if data is _SETUP:
-            record = Record(
-                "<setup>",
-                "?",
-                "isinstance",
-                "setup",
-                None,
-                None,
-                False,
-                thread,
-                seconds,
-            )
-        else:
-            described, situation = data.described, data.situation
-            record = Record(
-                described.checked,
-                " with ".join(check.checkers),
-                described.what,
-                situation.when,
-                situation.jitted,
-                data.cls,
-                check.pytree,
-                thread,
-                seconds,
-                failed=failed,
-                rebuild=situation.rebuild,
-                hook=import_hook_of(getattr(described.body, "__module__", None)),
-            )
+        described, situation = data.described, data.situation
+        record = Record(
+            described.checked,
+            " with ".join(check.checkers),
+            described.what,
+            situation.when,
+            situation.jitted,
+            data.cls,
+            check.pytree,
+            threading.current_thread().name,
+            seconds,
+            failed=failed,
+            rebuild=situation.rebuild,
+            hook=import_hook_of(getattr(described.body, "__module__", None)),
+        )
         for recorder in _recorders:
             recorder._add(record)
 
@@ -495,15 +505,23 @@ def _bootstrap(frame: FrameType, event: str, arg: Any) -> None:
     _state().event(frame, event, arg)
 
 
+# Each thread's state, by thread (what we clear when we stop) and in a
+# `threading.local` (what the hot paths read: one attribute lookup).
 _threads: dict[int, _Thread] = {}
+_local = threading.local()
 
 
 def _state() -> _Thread:
-    ident = threading.get_ident()
-    state = _threads.get(ident)
+    state = getattr(_local, "state", None)
     if state is None:
-        state = _threads[ident] = _Thread()
+        state = _local.state = _threads[threading.get_ident()] = _Thread()
     return state
+
+
+def _forget_threads() -> None:
+    global _local
+    _threads.clear()
+    _local = threading.local()
 
 
 # --- the sys.monitoring backend (3.12+) ----------------------------------------------
@@ -512,42 +530,38 @@ _monitor = Monitor("typecheck_guard.profile")
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
-    kind = _kinds.get(code)
+    kind = _kinds.get(id(code))
     if kind is None:
         kind = _detect._kind_of_code(code)
         if not kind:
             _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
-        _kinds[code] = kind
-    state = _threads.get(threading.get_ident())
+        _remember(code, kind)
+    state = getattr(_local, "state", None)
     if state is not None and state._stack:
         top = state._stack[-1]
         if (
             top.in_body is None
             and kind != _detect._BODY
-            and (
-                top.static
-                or (
-                    _detect._CHECKER_NAMES[kind] in top.checkers
-                    and (kind != _detect._ISINSTANCE or top.pytree)
-                )
-            )
+            and (top.static or kind in top.known)
         ):
             # Checker code inside a check, adding nothing we don't know (each
             # leaf's array check under a `PyTree[...]` check): part of it, nothing
             # to do. The fast way out, called 200 times in a 200-leaf check.
             return None
-    # Every time, not once per kind: an equal code object found in `_kinds` is
-    # another function's wrapper, with events of its own (`_monitoring.py`).
-    _monitor.instrument(code)
     if _monitor.tool is None:  # stopped meanwhile
         return None
-    (state or _state()).started(sys._getframe(1), kind)
+    if (state or _state()).started(sys._getframe(1), kind):
+        # Its return ends the check. Only then: an array's `__instancecheck__`
+        # returning once per leaf of every `PyTree[...]` check would otherwise call
+        # us each time. (Per code object, not per kind: an equal code object is
+        # another function's wrapper, with events of its own: `_monitoring.py`.)
+        _monitor.instrument(code)
     return None
 
 
 def _on_return(code: CodeType, offset: int, value: Any) -> None:
-    state = _threads.get(threading.get_ident())
+    state = getattr(_local, "state", None)
     if state is not None:
         frame = sys._getframe(1)
         if frame is state._waiting:
@@ -555,7 +569,7 @@ def _on_return(code: CodeType, offset: int, value: Any) -> None:
 
 
 def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
-    state = _threads.get(threading.get_ident())
+    state = getattr(_local, "state", None)
     if state is not None:
         frame = sys._getframe(1)
         if frame is state._waiting:
@@ -564,7 +578,7 @@ def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
 
 def _start_monitoring() -> bool:
     # The profiler's id first; the runtime guard asks for 4, then 3.
-    _kinds.clear()
+    _clear_kinds()
     mon: Any = getattr(sys, "monitoring", None)
     if mon is None:
         return False
@@ -573,8 +587,8 @@ def _start_monitoring() -> bool:
 
 def _stop_monitoring() -> None:
     _monitor.stop()
-    _kinds.clear()
-    _threads.clear()
+    _clear_kinds()
+    _forget_threads()
     _disabled.clear()
 
 
@@ -635,5 +649,5 @@ def detach(recorder: Totals) -> None:
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]
             if isinstance(getattr(sys.getprofile(), "__self__", None), _Thread):
                 sys.setprofile(None)
-            _threads.clear()
+            _forget_threads()
         _jitwrap.release()

@@ -365,8 +365,7 @@ def format_text(
                 "  ",
                 f"(not counted: {prof.setup_probes} isinstance "
                 f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on "
-                f"their own annotations while decorating, "
-                f"{_seconds(prof.setup_probe_seconds)})",
+                "their own annotations while decorating)",
             )
         )
     tests = _tests(prof)
