@@ -91,8 +91,20 @@ def _prepare() -> None:
     _disabled.clear()
 
 
-def _classify(code: CodeType) -> int:
+def _kind_of_code(code: CodeType) -> int:
+    """`_detect._kind_of_code`, but an array type's `isinstance` (`Float[Array,
+    "..."]`, not a `PyTree[...]`) is no check of its own here: it is part of the
+    check around it (a `PyTree[...]` check runs one per leaf, and on Python 3.12+
+    each would call us: 10% of the check's time). The runtime guard, which only
+    watches jitted calls, still counts a bare one."""
     kind = _detect._kind_of_code(code)
+    if kind == _detect._ISINSTANCE and not _detect.is_pytree_check(code):
+        return _detect._PLAIN
+    return kind
+
+
+def _classify(code: CodeType) -> int:
+    kind = _kind_of_code(code)
     _remember(code, kind)
     return kind
 
@@ -529,22 +541,22 @@ def _forget_threads() -> None:
 _monitor = Monitor("typecheck_guard.profile")
 
 
-def _on_start(code: CodeType, offset: int) -> Any:
-    kind = _kinds.get(id(code))
+_BODY = _detect._BODY
+
+
+def _on_start(code: CodeType, offset: int, _get: Any = _kinds.get) -> Any:
+    kind = _get(id(code))
     if kind is None:
-        kind = _detect._kind_of_code(code)
+        kind = _kind_of_code(code)
         if not kind:
             _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _remember(code, kind)
     state = getattr(_local, "state", None)
-    if state is not None and state._stack:
-        top = state._stack[-1]
-        if (
-            top.in_body is None
-            and kind != _detect._BODY
-            and (top.static or kind in top.known)
-        ):
+    stack = state._stack if state is not None else None
+    if stack:
+        top = stack[-1]
+        if top.in_body is None and kind != _BODY and (top.static or kind in top.known):
             # Checker code inside a check, adding nothing we don't know (each
             # leaf's array check under a `PyTree[...]` check): part of it, nothing
             # to do. The fast way out, called 200 times in a 200-leaf check.
