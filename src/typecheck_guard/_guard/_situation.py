@@ -237,7 +237,7 @@ def is_rebuild(
     3. A check whose caller is a registered Python unflatten function (a
        `tree_unflatten` that calls `cls(...)`, or checks a `PyTree[...]` itself).
     4. A checked function that *is* a registered unflatten function, called by JAX's
-       tree code.
+       tree code or from a jitted call's dispatch.
 
     Anything else is not: `jax.tree.map(MyClass, xs)` is JAX calling your class as a
     function, a construction. A C++ unflatten of a jitted call that none of our
@@ -253,7 +253,7 @@ def is_rebuild(
         return True
     if registered_unflatten(code):
         return True
-    if kind == _frames.TREE and body is not None:
+    if kind != _frames.NONE and body is not None:
         body_code = _innermost_code(body)
         return body_code is not None and registered_unflatten(body_code)
     return False
