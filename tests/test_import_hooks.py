@@ -255,3 +255,71 @@ def test_jaxtyping_packages_option_without_install(pytester: pytest.Pytester):
             "FAILED test_hooked.py::test_step - typecheck_guard.RuntimeTypecheckError*",
         ]
     )
+
+
+# A library's own code, checked because the import hook instruments all of it: a
+# pytree node whose flatten function JAX calls on every call of a jitted function.
+LIBRARY = """
+import jax
+
+
+@jax.tree_util.register_pytree_node_class
+class Box:
+    def __init__(self, x):
+        self.x = x
+
+    def tree_flatten(self) -> tuple:
+        return (self.x,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj.x = children[0]
+        return obj
+"""
+
+LIBRARY_TESTS = """
+import jax
+import jax.numpy as jnp
+
+import mylib
+
+
+def test_box():
+    step = jax.jit(lambda b: b)
+    box = mylib.Box(jnp.ones(2))
+    for _ in range(3):
+        box = step(box)
+"""
+
+
+@requires(
+    "jaxtyping",
+    "0.3.0",
+    "with older jaxtyping the option fails: 'jaxtyping cannot check these packages "
+    "because they are already imported'",
+)
+def test_checks_the_import_hook_added_to_a_library_say_so(pytester: pytest.Pytester):
+    pytester.mkpydir("mylib").joinpath("__init__.py").write_text(LIBRARY)
+    pytester.makepyfile(test_library=LIBRARY_TESTS)
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    result = pytester.runpytest_subprocess(
+        "--jaxtyping-packages=mylib,beartype.beartype",
+        "--typecheck-guard=warn",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*mylib.Box.tree_flatten (jaxtyping with beartype) in "
+            "jax.jit(test_library.test_box.<locals>.<lambda>) at test_library.py:*",
+            # Its flatten and unflatten functions, on each of the 3 calls.
+            "typecheck_guard: 6 checks of mylib's own code ran at dispatch time, at "
+            "2 sites in 1 test (the most time: *).",
+            "They are checked because jaxtyping's import hook instruments every "
+            "function of mylib (pytest --jaxtyping-packages=mylib,..., or "
+            "install_import_hook)*narrow --jaxtyping-packages to the modules you "
+            "want checked.",
+        ]
+    )

@@ -43,6 +43,7 @@ PUBLIC = {
     "RuntimeTypecheckError",
     "profile",
     "Profile",
+    "Site",
 }
 
 

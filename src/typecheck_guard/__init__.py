@@ -23,6 +23,7 @@ from ._install import (
     uninstall as uninstall,
 )
 from ._profile._api import Profile as Profile, profile as profile
+from ._profile._data import Site as Site
 from ._unflatten._check import check as check
 from ._unflatten._safe import unflatten_safe as unflatten_safe
 

@@ -5,8 +5,10 @@ outside tracing (they run again on every step of a training loop).
   (`[tool.pytest.ini_options]`); `off` by default, and then the plugin imports
   nothing and patches nothing.
 - `strict`: the jitted call raises `typecheck_guard.RuntimeTypecheckError` (and a
-  test that swallowed it still fails); `warn`: one `RuntimeTypecheckWarning` (a
-  `pytest.PytestWarning`) per site and test.
+  test that swallowed it still fails); `warn`: the sites are reported in the
+  end-of-session summary, with their fixes, and no test's outcome changes. (Not as
+  Python warnings: `filterwarnings = ["error"]` is the norm in this ecosystem, and
+  it would turn each one into a failure.)
 - `@pytest.mark.allow_runtime_typechecks` exempts a test (its checks are still
   counted in the summary, marked "allowed").
 - Checks inside host callbacks (`jax.pure_callback`, `io_callback`,
@@ -28,7 +30,6 @@ process (pytester's `runpytest`) each record their own checks.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Final
 
 import pytest
@@ -63,19 +64,19 @@ BAD_INSTALL_INI: Final = (
 )
 
 
-class RuntimeTypecheckWarning(pytest.PytestWarning):
-    """`--typecheck-guard=warn`: a typecheck ran while a jitted function was called,
-    outside tracing."""
-
-
 class _Stats:
-    __slots__ = ("entry", "allowed", "tests")
+    __slots__ = ("entry", "allowed", "tests", "warned")
 
     def __init__(self) -> None:
         # [count, seconds, first_count, first_seconds], as in `_watch.Tally`.
         self.entry: list[Any] = [0, 0.0, 0, 0.0]
         self.allowed = True
         self.tests: set[str] = set()
+        # Flagged under `warn`: reported in the summary, the tests unchanged.
+        self.warned = False
+
+
+_COLLECTING: Final = "<collection>"
 
 
 class _Recorder:
@@ -101,33 +102,22 @@ class _Recorder:
                 stats = self.sites[site] = _Stats()
             for i, value in enumerate(entry):
                 stats.entry[i] += value
-            stats.tests.add(
-                self.item.nodeid if self.item is not None else "<collection>"
-            )
+            stats.tests.add(self.item.nodeid if self.item is not None else _COLLECTING)
             if self.allowed or self.mode_of(site) == "allow":
                 continue
             stats.allowed = False
+            if self.item is None or self.mode_of(site) == "warn":
+                # Outside a test (a module-level call while collecting) there is
+                # nothing to fail; under `warn`, nothing fails.
+                stats.warned = True
+                continue
             flagged[site] = entry
-            if self.item is not None:
-                pending = self.pending.setdefault(site, [0, 0.0, 0, 0.0])
-                for i, value in enumerate(entry):
-                    pending[i] += value
-        if self.item is None:
-            # Outside a test (a module-level call while collecting): nothing to fail.
-            if flagged:
-                warnings.warn(
-                    RuntimeTypecheckWarning(
-                        _watch.message(flagged, "while collecting, outside any test")
-                    ),
-                    stacklevel=2,
-                )
-            return False
+            pending = self.pending.setdefault(site, [0, 0.0, 0, 0.0])
+            for i, value in enumerate(entry):
+                pending[i] += value
         # Callback sites are never raised from (see `_watch.watch_callback`); a
         # strict one fails the test when it ends.
-        return any(
-            self.mode_of(site) == "strict" and site.kind != "callback"
-            for site in flagged
-        )
+        return any(site.kind != "callback" for site in flagged)
 
 
 _RECORDER = pytest.StashKey[_Recorder]()
@@ -142,8 +132,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="{off,warn,strict}",
         help="flag typechecks that run while a jitted function is called, outside "
-        "tracing: 'warn' warns, 'strict' fails the test (default: the "
-        "'typecheck_guard' ini value, else 'off').",
+        "tracing: 'warn' reports them at the end of the session (no test fails), "
+        "'strict' fails the test (default: the 'typecheck_guard' ini value, else "
+        "'off').",
     )
     parser.addini(
         "typecheck_guard",
@@ -159,8 +150,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="what --typecheck-guard does with typechecks inside host callbacks "
         "(jax.pure_callback, io_callback, jax.debug.callback), which run on every "
         "call by design: 'allow' counts them in the summary (default: the "
-        "'typecheck_guard_callbacks' ini value, else 'allow'), 'warn' warns, "
-        "'strict' fails the test.",
+        "'typecheck_guard_callbacks' ini value, else 'allow'), 'warn' reports them "
+        "at the end, 'strict' fails the test.",
     )
     parser.addini(
         "typecheck_guard_callbacks",
@@ -244,7 +235,7 @@ def _install(config: pytest.Config) -> None:
     install()
 
 
-def _start(config: pytest.Config) -> None:
+def _start(config: pytest.Config, before_collection: bool) -> None:
     if _RECORDER in config.stash:
         return
     mode = _mode(config)
@@ -253,7 +244,7 @@ def _start(config: pytest.Config) -> None:
     callbacks = _callbacks_mode(config)
     from ._guard import _jitwrap
 
-    _jitwrap.acquire()
+    _jitwrap.acquire(before_program=before_collection)
     recorder = _Recorder(mode, callbacks)
     config.stash[_RECORDER] = recorder
     _watch.add_sink(recorder)
@@ -262,7 +253,7 @@ def _start(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     _install(early_config)
-    _start(early_config)
+    _start(early_config, True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -273,7 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "while this test's jitted functions are called (they are still counted).",
     )
     _install(config)
-    _start(config)
+    _start(config, False)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -320,24 +311,16 @@ def _phase(item: pytest.Item) -> Any:
         pending, recorder.pending = recorder.pending, {}
         recorder.item = None
         recorder.allowed = False
-    strict: Tally = {}
-    for site, entry in pending.items():
-        option = "--typecheck-guard" + ("-callbacks" if site.kind == "callback" else "")
-        if recorder.mode_of(site) == "warn":
-            item.warn(
-                RuntimeTypecheckWarning(_watch.message({site: entry}, f"{option}=warn"))
-            )
-        else:
-            strict[site] = entry
-    if strict:
-        # The jitted call raised RuntimeTypecheckError and the test caught it, or
-        # a host callback ran a check (never raised from inside the callback).
+    if pending:
+        # Strict sites only (`_Recorder`): the jitted call raised
+        # RuntimeTypecheckError and the test caught it, or a host callback ran a
+        # check (never raised from inside the callback).
         why = (
             "--typecheck-guard-callbacks=strict"
-            if all(site.kind == "callback" for site in strict)
+            if all(site.kind == "callback" for site in pending)
             else "--typecheck-guard=strict"
         )
-        pytest.fail(_watch.message(strict, why), pytrace=False)
+        pytest.fail(_watch.message(pending, why), pytrace=False)
     return result
 
 
@@ -361,8 +344,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> Any:
 
 def _line(site: Site, stats: _Stats) -> str:
     count, seconds, first_count, first_seconds = stats.entry
-    tests = len(stats.tests)
+    tests = len(stats.tests - {_COLLECTING})
     note = f"; {tests} test{'s' if tests != 1 else ''}"
+    if _COLLECTING in stats.tests:
+        note += ", and while collecting"
     if first_count:
         note += f"; first check +{first_seconds * 1e3:.3f} ms (one-time setup)"
     if site.kind == "callback":
@@ -375,11 +360,17 @@ def _line(site: Site, stats: _Stats) -> str:
     )
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
         return
     mode = f"--typecheck-guard={recorder.mode}"
+    if recorder.callbacks != "allow":
+        mode += f" --typecheck-guard-callbacks={recorder.callbacks}"
     if not recorder.sites:
         terminalreporter.write_line(
             f"typecheck-guard: no typecheck ran in a jitted call outside tracing ({mode})."
@@ -395,25 +386,126 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             "=", "typecheck-guard: typechecks run at dispatch time"
         )
         terminalreporter.write_line(f"{'checks':>7} {'time':>11}  site")
-        for site, stats in shown:
+        for site, stats in shown if verbose else shown[:_SHOWN]:
             terminalreporter.write_line(_line(site, stats))
+        if not verbose and len(shown) > _SHOWN:
+            rest = shown[_SHOWN:]
+            terminalreporter.write_line(
+                f"        ({_plural(len(rest), 'more site')}, "
+                f"{sum(stats.entry[0] for _, stats in rest)} checks, "
+                f"{sum(stats.entry[1] for _, stats in rest) * 1e3:.3f} ms: -v lists "
+                "them)"
+            )
+    warned = [(site, stats) for site, stats in flagged if stats.warned]
+    if warned:
+        # What `warn` reports instead of failing (a test's own report is left
+        # alone): the checks jaxtyping's import hook added to a library, one block
+        # per library; then each other site's message and fix, and its tests.
+        terminalreporter.write_line("")
+        hooked: dict[str, list[tuple[Site, _Stats]]] = {}
+        own = []
+        for site, stats in warned:
+            if site.hook is not None and site.kind != "constructor":
+                hooked.setdefault(site.hook, []).append((site, stats))
+            else:
+                own.append((site, stats))
+        for package, sites in hooked.items():
+            _write(terminalreporter, _hooked_message(recorder, package, sites))
+        for site, stats in own if verbose else own[:_SHOWN]:
+            text = _watch.message({site: stats.entry}, _why_reported(recorder, site))
+            _write(terminalreporter, text + "\n" + _tests_line(stats.tests, verbose))
+        if not verbose and len(own) > _SHOWN:
+            terminalreporter.write_line(
+                f"({_plural(len(own) - _SHOWN, 'more site')}: -v lists them)"
+            )
+            terminalreporter.write_line("")
     if allowed and not verbose:
         count = sum(stats.entry[0] for _, stats in allowed)
         seconds = sum(stats.entry[1] for _, stats in allowed)
         callbacks = sum(1 for site, _ in allowed if site.kind == "callback")
         terminalreporter.write_line(
-            f"typecheck-guard: {count} allowed check{'s' if count != 1 else ''} at "
-            f"{len(allowed)} site{'s' if len(allowed) != 1 else ''} "
+            f"typecheck-guard: {_plural(count, 'allowed check')} at "
+            f"{_plural(len(allowed), 'site')} "
             f"({callbacks} in host callbacks, {len(allowed) - callbacks} in tests "
             f"marked {MARKER}), {seconds * 1e3:.3f} ms; -v lists them."
         )
-    total_count = sum(stats.entry[0] for _, stats in ordered)
-    total_seconds = sum(stats.entry[1] for _, stats in ordered)
-    first_seconds = sum(stats.entry[3] for _, stats in ordered)
-    terminalreporter.write_line(
-        f"typecheck-guard: {total_count} runtime typecheck"
-        f"{'s' if total_count != 1 else ''} at {len(ordered)} site"
-        f"{'s' if len(ordered) != 1 else ''}, {total_seconds * 1e3:.3f} ms "
-        f"steady-state + {first_seconds * 1e3:.3f} ms in first checks (one-time "
-        f"setup) ({mode})."
+    if not flagged:
+        terminalreporter.write_line(
+            f"typecheck-guard: nothing flagged ({mode}): every typecheck at dispatch "
+            "time was allowed."
+        )
+        return
+    total_count = sum(stats.entry[0] for _, stats in flagged)
+    total_seconds = sum(stats.entry[1] for _, stats in flagged)
+    first_seconds = sum(stats.entry[3] for _, stats in flagged)
+    outcome = (
+        "reported above, no test failed for them"
+        if all(stats.warned for _, stats in flagged)
+        else "the tests that ran them failed"
     )
+    terminalreporter.write_line(
+        f"typecheck-guard: {_plural(total_count, 'runtime typecheck')} flagged at "
+        f"{_plural(len(flagged), 'site')}, {total_seconds * 1e3:.3f} ms "
+        f"steady-state + {first_seconds * 1e3:.3f} ms in first checks (one-time "
+        f"setup) ({mode}: {outcome})."
+    )
+
+
+# Sites listed in the summary without -v.
+_SHOWN: Final = 20
+
+HOOKED: Final = (
+    "typecheck_guard: {count} of {package}'s own code ran at dispatch time, at "
+    "{sites} in {tests} (the most time: {names}).\n"
+    "\n"
+    "They are checked because jaxtyping's import hook instruments every function of "
+    "{package} (pytest --jaxtyping-packages={package},..., or install_import_hook), "
+    "and that code runs on every call of a jitted function (Equinox's filter_jit "
+    "dispatch, a pytree node's flatten function, ...): these are not checks you "
+    "wrote. To keep checking your code without them, narrow --jaxtyping-packages to "
+    "the modules you want checked.\n"
+    "({why})"
+)
+
+
+def _write(terminalreporter: Any, text: str) -> None:
+    for line in text.splitlines():
+        terminalreporter.write_line(line)
+    terminalreporter.write_line("")
+
+
+def _tests_line(tests: set[str], verbose: bool) -> str:
+    ordered = sorted(tests)
+    listed = ordered if verbose else ordered[:5]
+    more = len(ordered) - len(listed)
+    return (
+        "in: "
+        + ", ".join(listed)
+        + (f" and {more} more (-v lists them)" if more else "")
+    )
+
+
+def _hooked_message(
+    recorder: _Recorder, package: str, sites: list[tuple[Site, _Stats]]
+) -> str:
+    tests: set[str] = set()
+    for _, stats in sites:
+        tests |= stats.tests - {_COLLECTING}
+    names = ", ".join(
+        dict.fromkeys(site.checked.rsplit(".", 1)[-1] for site, _ in sites[:3])
+    )
+    return HOOKED.format(
+        count=_plural(sum(stats.entry[0] for _, stats in sites), "check"),
+        package=package,
+        sites=_plural(len(sites), "site"),
+        tests=_plural(len(tests), "test"),
+        names=names,
+        why=_why_reported(recorder, sites[0][0]),
+    )
+
+
+def _why_reported(recorder: _Recorder, site: Site) -> str:
+    if recorder.mode_of(site) == "strict":  # only while collecting
+        return "while collecting, outside any test: nothing to fail"
+    option = "--typecheck-guard" + ("-callbacks" if site.kind == "callback" else "")
+    return f"{option}=warn: reported here; no test fails for it"

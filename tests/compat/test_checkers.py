@@ -7,9 +7,9 @@ import functools as ft
 
 import jaxtyping
 import pytest
+import typeguard
 from beartype import BeartypeConf, beartype
 from jaxtyping import jaxtyped
-import typeguard
 from typeguard import typechecked
 
 import typecheck_guard

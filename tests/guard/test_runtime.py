@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -723,3 +724,109 @@ def test_the_profile_function_is_paused_while_jax_traces():
         step(jnp.ones(2))
         assert sys.getprofile() is outside
     assert seen == [None]
+
+
+# What the guard says about a site: the user's call site, the user's function, one
+# name per checker, and checks nested in a checked body as sites of their own.
+
+
+@allow_checks
+def test_call_site_is_the_callers_line_not_a_checkers_wrapper(typecheck):
+    Custom = _custom(typecheck)
+    step = jax.jit(lambda s: s)
+    state = _cached(step, Custom(jnp.ones(2), 0.5))
+
+    @jaxtyped(typechecker=typecheck)
+    def run(state: Any) -> Any:
+        return step(state)  # the call from a checked body
+
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            run(state)
+    assert info.value.call_site.endswith(
+        f"test_runtime.py:{_line_of('return step(state)  # the call from')}"
+    )
+    assert "jaxtyping" not in info.value.call_site
+
+
+@allow_checks
+def test_partial_and_filter_jit_sites_name_the_users_function(typecheck, sink):
+    Custom = _custom(typecheck)
+
+    def scaled(s, k):
+        return s
+
+    step = jax.jit(ft.partial(scaled, k=2))
+    state = step(Custom(jnp.ones(2), 0.5))
+    # `equinox.filter_jit` made before the guard's patches: only the `jax.jit` inside
+    # it is watched, and Equinox names that function after the user's.
+    original = getattr(eqx.filter_jit, "__typecheck_guard_original__", eqx.filter_jit)
+    filtered = original(lambda s: s)
+    state = filtered(filtered(state))
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        step(state)
+        filtered(state)
+    names = {site.jitted for site in _totals(sink)}
+    assert names == {
+        f"jax.jit(functools.partial({__name__}.{_qualname(scaled)}))",
+        f"equinox.filter_jit({__name__}."
+        "test_partial_and_filter_jit_sites_name_the_users_function.<locals>.<lambda>)",
+    }
+    assert not any("0x" in name for name in names)
+
+
+def _qualname(fn: Any) -> str:
+    return fn.__qualname__
+
+
+@allow_checks
+def test_checks_inside_a_checked_body_are_sites_of_their_own(typecheck, sink):
+    @jaxtyped(typechecker=typecheck)
+    def validate(x: Float[Array, " n"]) -> None:
+        pass
+
+    @jax.tree_util.register_pytree_node_class
+    class Validated:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Any) -> None:
+            validate(x)  # a check of its own, inside the constructor's body
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    step = jax.jit(lambda s: s)
+    state = _cached(step, Validated(jnp.ones(2)))
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(3):
+            state = step(state)
+    totals = {
+        site.checked.rsplit(".", 1)[-1]: entry for site, entry in _totals(sink).items()
+    }
+    assert {name: entry[0] for name, entry in totals.items()} == {
+        "__init__": 3,
+        "validate": 3,
+    }
+    checkers = {site.checker for site in _totals(sink)}
+    assert checkers == {f"jaxtyping with {typecheck.name}"}
+
+
+@allow_checks
+def test_checks_once_per_compilation_are_not_flagged(typecheck, sink):
+    # On its first call, JAX rebuilds the output of `step` three times: with
+    # placeholder leaves for its key paths (the check fails there; JAX swallows it),
+    # for its fast path, and the output itself. Only the last runs on every call.
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s.replace(step=s.step + 1))
+    with typecheck_guard.runtime_checks("log"):
+        state = step(_node_value(Node))
+        step(state)
+    totals = _totals(sink)  # a site per call line: two
+    assert {site.kind for site in totals} == {"constructor"}
+    assert sum(entry[0] for entry in totals.values()) == 2

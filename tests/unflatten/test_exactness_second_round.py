@@ -7,8 +7,8 @@ these tests name each cause once, with a count of the checks that ran.
 
 import contextlib
 import dataclasses
-import importlib.metadata
 import functools as ft
+import importlib.metadata
 import sys
 from typing import Annotated, Protocol, runtime_checkable
 
@@ -23,9 +23,10 @@ import typecheck_guard
 
 # jaxtyping 0.2 checks a dataclass's fields after `__init__` without reading
 # `__no_type_check__`; 0.3 wraps `__init__` in its function wrapper, which reads it.
-_JAXTYPING_READS_NO_TYPE_CHECK = int(
-    importlib.metadata.version("jaxtyping").split(".")[1]
-) >= 3 or int(importlib.metadata.version("jaxtyping").split(".")[0]) >= 1
+_JAXTYPING_READS_NO_TYPE_CHECK = (
+    int(importlib.metadata.version("jaxtyping").split(".")[1]) >= 3
+    or int(importlib.metadata.version("jaxtyping").split(".")[0]) >= 1
+)
 
 try:
     from beartype.vale import Is

@@ -24,7 +24,37 @@ from typing import Any, NamedTuple
 
 from .._errors import PRIVATE_API_CHANGED, Unsupported
 
-__all__ = ["Jaxtyping", "load", "treepath_prefix"]
+__all__ = ["Jaxtyping", "import_hook_packages", "load", "treepath_prefix"]
+
+
+def import_hook_packages(module_name: str | None) -> tuple[str, ...] | None:
+    """The packages of the jaxtyping import hook (`install_import_hook`, which
+    `pytest --jaxtyping-packages=...` installs) that instrumented the module
+    `module_name`, or `None` when no hook did.
+
+    We recognise the hook by what it leaves on the module: its spec's loader is
+    jaxtyping's `_JaxtypingLoader`, and its finder, on `sys.meta_path`, lists the
+    packages. Both are private: a jaxtyping that renames them only costs the hint we
+    give with this (`()` when the loader is found but the finder is not).
+    """
+    import sys
+
+    module = sys.modules.get(module_name or "")
+    loader = getattr(getattr(module, "__spec__", None), "loader", None)
+    kind = type(loader)
+    if kind.__name__ != "_JaxtypingLoader" or kind.__module__ != (
+        "jaxtyping._import_hook"
+    ):
+        return None
+    for finder in sys.meta_path:
+        should = getattr(finder, "should_instrument", None)
+        if type(finder).__name__ == "_JaxtypingFinder" and should is not None:
+            try:
+                if should(module_name):
+                    return tuple(getattr(finder, "modules", ()))
+            except Exception:  # a hint is no place to fail
+                continue
+    return ()
 
 
 class Jaxtyping(NamedTuple):

@@ -1,4 +1,4 @@
-"""Seeing the typechecks that run while a jitted function is called, outside tracing.
+"""Recognising checker code, and naming what a check checked.
 
 A cached call of a jitted function runs almost no Python: JAX's C++ dispatch
 flattens the inputs, runs the executable and unflattens the outputs, calling back
@@ -8,8 +8,9 @@ through them `__init__`, `__post_init__`, ...). So while a call is in flight (a
 only) we look at each Python function entered and recognise checker code by its
 code object:
 
-- jaxtyping: the `wrapped_fn_impl` closure of `jaxtyping.jaxtyped` (it runs only when
-  a check runs: with `jaxtyping_disable` jaxtyping calls the function directly);
+- jaxtyping: the `wrapped_fn` closure of `jaxtyping.jaxtyped` (a check when
+  `jaxtyping_disable` is off: it binds the arguments and pushes its shape memo) and
+  the `wrapped_fn_impl` it calls (the argument and return checks);
 - beartype: its generated wrappers, whose filename is `<@beartype(module.qualname) at
   0x...>`;
 - typeguard: 2.x's `typechecked` wrappers and `check_argument_types` /
@@ -18,23 +19,11 @@ code object:
   (`__instancecheck__` of their metaclasses, looked up live so that a later patch of
   them is seen too).
 
-The first checker entered is one *check*; checkers it calls (beartype under
-jaxtyping, the `PyTree` check under beartype) are part of it. We time it from its
-start to its return (or unwind), less the run of the function it checks (its
-*body*, which we then watch start and return too): the time is the checker's own.
-
+How checks nest and are timed is `_track.py`; how each was reached, `_situation.py`.
 Checks inside host callbacks are seen through the windows `_callbacks` opens
 around each run of a callback, on whatever thread JAX runs it.
 
-A check that starts while JAX traces (`is_tracing()`) is never flagged. Every other
-check in a window is, the first call's included: what runs outside tracing on the
-first call (the unflatten of its outputs) runs again on every call.
-
-Checks that `unflatten_safe` runs on purpose (the first time its verdict cache sees
-a signature, recognised by its guard's frame having computed a verdict `key`) are
-not counted; a guarded class checked outside `unflatten_safe` still is.
-
-Two backends, one `Window`:
+Two backends:
 
 - Python 3.11 and older, or when no `sys.monitoring` tool id is free: a profile
   function (`sys.setprofile`, per thread) installed for the duration of the call. A
@@ -46,7 +35,7 @@ Two backends, one `Window`:
 - Python 3.12+: `sys.monitoring`, where toggling `sys.setprofile` per call would
   re-instrument the code that runs next (see `start_monitoring`).
 
-We never walk the stack while watching; we walk it only to report a check.
+We never walk the stack while watching; we walk it only when a check starts.
 """
 
 from __future__ import annotations
@@ -63,11 +52,16 @@ import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
-from .._compat._checkers import BEARTYPE_PREFIX, nested_code, typeguard2_wrappers
+from .._compat._checkers import (
+    BEARTYPE_PREFIX,
+    nested_code,
+    peel,
+    typeguard2_wrappers,
+)
 from .._errors import PRIVATE_API_CHANGED
 from ._monitoring import Monitor
 
-__all__ = ["Check", "Window", "prepare"]
+__all__ = ["Check", "Described", "describe", "prepare", "qualified"]
 
 # What a code object is. `_PLAIN` is falsy: the profile function tests `if kind:`.
 _PLAIN: Final = 0
@@ -150,6 +144,13 @@ class Check(NamedTuple):
     """Whether this is the first check of `checked` the guard has seen in this
     process: its time includes the checker's one-time setup (beartype resolving
     forward references, jaxtyping building its checks, caches filling)."""
+    failed: bool = False
+    """The check raised (JAX may have swallowed the error)."""
+    rebuild: bool = False
+    """JAX rebuilding a tree ran it (`_situation.is_rebuild`)."""
+    hook: str | None = None
+    """The packages of the jaxtyping import hook that instrumented the checked
+    function's module (`--jaxtyping-packages=...`), if one did."""
 
 
 def _changed(what: str, package: str, found: str | None) -> RuntimeError:
@@ -187,6 +188,12 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
             installed("jaxtyping"),
         )
     codes[impl] = _JAXTYPING
+    # The new-style `wrapped_fn` around it binds the arguments and pushes the shape
+    # memo before calling it: that is the check's own time too (we start the check
+    # there). Without it (another jaxtyping), checks start at `wrapped_fn_impl`.
+    wrapper = _new_style_wrapper(_decorator.jaxtyped.__code__)
+    if wrapper is not None:
+        codes[wrapper] = _JAXTYPING
     for module, name in (
         ("jaxtyping._pytree_type", "_MetaPyTree"),
         ("jaxtyping._array_types", "_MetaAbstractArray"),
@@ -274,11 +281,35 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
     return codes, owners, files, nested_code(_guards._make_guard.__code__, "guard")
 
 
+def _new_style_wrapper(code: CodeType) -> CodeType | None:
+    """The code of jaxtyping's new-style `wrapped_fn` (the one that calls
+    `wrapped_fn_impl`), defined inside `code`."""
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            if const.co_name == "wrapped_fn" and "wrapped_fn_impl" in const.co_freevars:
+                return const
+            found = _new_style_wrapper(const)
+            if found is not None:
+                return found
+    return None
+
+
 def _package_dirs() -> tuple[str, ...]:
     # typecheck_guard itself: the package directory, one above this sub-package.
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dirs = [os.path.join(package, "")]
-    for name in ("jax", "jaxlib", "equinox", "flax"):
+    # The checkers too: a jitted function called from a checked function's body is
+    # called from jaxtyping's wrapper (`out = fn(*args, **kwargs)`), whose line is
+    # no call site of the user's.
+    for name in (
+        "jax",
+        "jaxlib",
+        "equinox",
+        "flax",
+        "jaxtyping",
+        "beartype",
+        "typeguard",
+    ):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             dirs.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
@@ -343,10 +374,17 @@ def _classify(code: CodeType) -> int:
     return remember(_kinds, code)
 
 
-def _qualified(obj: Any) -> str:
+def qualified(obj: Any) -> str:
+    """`module.qualname` of a function or class; `functools.partial(module.f)` for
+    a partial and `module.Class(...)` for an instance (their reprs carry memory
+    addresses, which would make every run's names differ)."""
+    if isinstance(obj, functools.partial):
+        return f"functools.partial({qualified(obj.func)})"
     qualname = getattr(obj, "__qualname__", None)
-    if qualname is None:
-        return repr(obj)
+    if not isinstance(qualname, str):
+        # An instance (an `equinox.Module` jitted as a function): its class, not its
+        # repr, which can run to pages and carries memory addresses.
+        return f"{qualified(type(obj))}(...)" if obj is not None else "None"
     module = getattr(obj, "__module__", None)
     return f"{module}.{qualname}" if module else qualname
 
@@ -373,44 +411,195 @@ def _dataclass_init(frame: FrameType) -> str | None:
             and caller.f_globals.get("__name__") == "jaxtyping._decorator"
         ):
             cls = type(caller.f_locals.get("self"))
-            return f"{_qualified(cls)}.__init__"
+            return f"{qualified(cls)}.__init__"
         caller = caller.f_back
     return None
 
 
-def _describe(frame: FrameType, kind: int) -> tuple[str, str]:
-    """(what was checked, the checker's name). Runs only when a check is seen."""
+def is_pytree_check(code: CodeType) -> bool:
+    """Whether `code` is jaxtyping's `isinstance(x, PyTree[...])`."""
+    owner = _instancecheck_owners[0] if _instancecheck_owners else None
+    if owner is None:
+        return False
+    if code.co_filename == getattr(sys.modules.get(owner.__module__), "__file__", None):
+        return True
+    method = vars(owner).get("__instancecheck__")
+    return getattr(method, "__code__", None) is code
+
+
+def _has_pytree(annotation: Any, depth: int = 0) -> bool:
+    import typing
+
+    owner = _instancecheck_owners[0] if _instancecheck_owners else None
+    if owner is not None and isinstance(annotation, owner):
+        return True
+    if depth > 8:
+        return False
+    return any(_has_pytree(a, depth + 1) for a in typing.get_args(annotation))
+
+
+def _cells(fn: Any) -> dict[str, Any]:
+    """A closure's cells by free-variable name."""
+    code = getattr(fn, "__code__", None)
+    closure = getattr(fn, "__closure__", None) or ()
+    if code is None:
+        return {}
+    return dict(zip(code.co_freevars, closure, strict=False))
+
+
+def _cell_value(cells: dict[str, Any], name: str) -> Any:
+    try:
+        return cells[name].cell_contents
+    except (KeyError, ValueError):
+        return None
+
+
+_jaxtyping_infos: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _jaxtyping_info(param_fn: Any, full_fn: Any, signature: Any) -> tuple[str, bool]:
+    """For a check by jaxtyping: the checkers (jaxtyping and the typechecker it was
+    given) and whether a `PyTree[...]` annotation is checked, read once per checked
+    function from what jaxtyping built when it decorated it (`param_fn` and
+    `full_fn`, the typechecked stubs it checks the arguments and the return value
+    with, and the full signature). We name
+    them from there rather than from the checkers entered inside, which the
+    profiler doesn't watch on its fast path: the same check has one name in every
+    report."""
+    try:
+        return _jaxtyping_infos[param_fn]
+    except (KeyError, TypeError):
+        pass
+    checkers = ["jaxtyping"]
+    # Both stubs: a checker may return a stub with nothing to check undecorated
+    # (beartype does, for arguments without annotations).
+    for stub in (param_fn, full_fn):
+        layer, depth = stub, 0
+        while layer is not None and depth < 16:
+            # A checker's layer by its code (typeguard 2's `wrapper` is renamed by
+            # `functools.wraps`), else as `peel` knows it.
+            code = getattr(layer, "__code__", None)
+            kind = _kind_of_code(code) if code is not None else _PLAIN
+            name = _CHECKER_NAMES[kind] if kind in _CHECKER_NAMES else None
+            for found in (name, *peel(layer).checkers[:1]):
+                if found is not None and found not in checkers:
+                    checkers.append(found)
+            layer, depth = getattr(layer, "__wrapped__", None), depth + 1
+    pytree = False
+    if signature is not None:
+        annotations = [p.annotation for p in signature.parameters.values()]
+        annotations.append(signature.return_annotation)
+        pytree = any(_has_pytree(a) for a in annotations)
+    info = (" with ".join(checkers), pytree)
+    try:
+        _jaxtyping_infos[param_fn] = info
+    except TypeError:
+        pass
+    return info
+
+
+class Described(NamedTuple):
+    """What a check that starts checks. Read once per check, when it starts."""
+
+    checked: str
+    """`module.Class.__init__`, `module.function`, `isinstance(..., PyTree) in
+    module.function`."""
+    checker: str
+    """`"jaxtyping with beartype"`, `"beartype"`, `"typeguard"`, ..."""
+    what: str
+    """`"constructor"`, `"function"` or `"isinstance"` (`_kind_of`)."""
+    body: Any
+    """The checked function, which the checker calls once the arguments passed: its
+    run is not the check's time. `None` for `isinstance` and `check_type`."""
+    static: bool
+    """`checker` is final (read from the checked function's layers)."""
+    pytree: bool
+    """A `PyTree[...]` annotation is checked."""
+    frame_locals: dict[str, Any]
+    """The checker frame's locals (jaxtyping's: `fn`, `wrapped_fn_impl`, ...)."""
+
+
+def _jaxtyping_switched_off(local: dict[str, Any]) -> bool:
+    """Whether jaxtyping's new-style `wrapped_fn`, just entered, will call the
+    function without checking it (its own test, read the same way)."""
+    jaxtyping = sys.modules.get("jaxtyping")
+    if jaxtyping is not None and getattr(jaxtyping.config, "jaxtyping_disable", False):
+        return True
+    if getattr(local.get("fn"), "__no_type_check__", False):
+        return True
+    holder = local.get("wrapped_fn_holder")
+    try:
+        wrapped = holder[0]() if holder else None
+    except Exception:
+        return False
+    return bool(getattr(wrapped, "__no_type_check__", False))
+
+
+def describe(frame: FrameType, kind: int) -> Described | None:
+    """What the check starting at `frame` (checker code of `kind`) checks, or
+    `None` when it checks nothing (jaxtyping's wrapper with its checks switched
+    off)."""
     code = frame.f_code
-    if kind in (_JAXTYPING, _BEARTYPE):
+    local = frame.f_locals
+    static = pytree = False
+    body = None
+    if kind == _JAXTYPING:
+        if code.co_name == "wrapped_fn" and _jaxtyping_switched_off(local):
+            return None
+        init = _dataclass_init(frame)
+        fn = local.get("fn")
+        checked = init if init is not None else qualified(fn)
+        impl = local.get("wrapped_fn_impl")
+        if impl is not None:  # the new-style wrapper: what it calls is in `impl`
+            cells = _cells(impl)
+            param_fn = _cell_value(cells, "param_fn")
+            full_fn = _cell_value(cells, "full_fn")
+            signature = _cell_value(cells, "full_signature")
+        else:
+            param_fn, full_fn = local.get("param_fn"), local.get("full_fn")
+            signature = local.get("full_signature")
+        checker, pytree = _jaxtyping_info(param_fn, full_fn, signature)
+        static = True
+        body = fn
+    elif kind == _BEARTYPE:
         init = _dataclass_init(frame)
         if init is not None:
-            return init, "jaxtyping" if kind == _JAXTYPING else "beartype"
-    if kind == _JAXTYPING:
-        return _qualified(frame.f_locals.get("fn")), "jaxtyping"
-    if kind == _BEARTYPE:
-        if not code.co_filename.startswith(BEARTYPE_PREFIX):
+            checked = init
+        elif not code.co_filename.startswith(BEARTYPE_PREFIX):
             # `is_pep557_fields`: the `__setattr__` beartype put on a dataclass.
-            owner = type(frame.f_locals.get("self"))
-            return f"{_qualified(owner)}.__setattr__", "beartype"
-        name = code.co_filename[len(BEARTYPE_PREFIX) :]
-        return name.rsplit(") at ", 1)[0], "beartype"
-    if kind == _ISINSTANCE:
-        cls = frame.f_locals.get(code.co_varnames[0]) if code.co_varnames else None
+            owner = type(local.get("self"))
+            checked = f"{qualified(owner)}.__setattr__"
+        else:
+            checked = code.co_filename[len(BEARTYPE_PREFIX) :].rsplit(") at ", 1)[0]
+        checker = "beartype"
+        body = local.get("__beartype_func")
+    elif kind == _ISINSTANCE:
+        cls = local.get(code.co_varnames[0]) if code.co_varnames else None
         name = getattr(cls, "__name__", None) or repr(cls)
-        return f"isinstance(..., {name}) in {_function_of(frame.f_back)}", "jaxtyping"
-    # typeguard
-    local = frame.f_locals
-    if code.co_name in ("wrapper", "async_wrapper"):
-        return _qualified(local.get("python_func", local.get("func"))), "typeguard"
-    if isinstance(local.get("func_name"), str):  # 4.x
-        return local["func_name"], "typeguard"
-    if code.co_name == "check_type":
-        return (
-            f"check_type(..., {local.get('expected_type')!r}) in "
-            f"{_function_of(frame.f_back)}",
-            "typeguard",
-        )
-    return _function_of(frame.f_back), "typeguard"
+        checked = f"isinstance(..., {name}) in {_function_of(frame.f_back)}"
+        checker = "jaxtyping"
+        pytree = is_pytree_check(code)
+    else:  # typeguard
+        checker = "typeguard"
+        if code.co_name in ("wrapper", "async_wrapper"):
+            checked = qualified(local.get("python_func", local.get("func")))
+            body = local.get("func")
+        elif isinstance(local.get("func_name"), str):  # 4.x
+            checked = local["func_name"]
+        elif code.co_name == "check_type":
+            checked = (
+                f"check_type(..., {local.get('expected_type')!r}) in "
+                f"{_function_of(frame.f_back)}"
+            )
+        else:
+            checked = _function_of(frame.f_back)
+    if not isinstance(getattr(body, "__code__", None), CodeType):
+        body = None
+    return Described(
+        checked, checker, _kind_of(checked, kind), body, static, pytree, local
+    )
 
 
 def _deliberate(frame: FrameType) -> bool:
@@ -443,21 +632,6 @@ def _kind_of(checked: str, kind: int) -> str:
     return "function"
 
 
-def _body_of(frame: FrameType, kind: int) -> Any:
-    """The function the checker at `frame` wraps, whose run is not part of the
-    check, or `None`. Runs only when a check starts."""
-    local = frame.f_locals
-    if kind == _JAXTYPING:
-        fn = local.get("fn")
-    elif kind == _BEARTYPE:
-        fn = local.get("__beartype_func")
-    elif kind == _TYPEGUARD and frame.f_code.co_name in ("wrapper", "async_wrapper"):
-        fn = local.get("func")
-    else:  # `isinstance`, `check_type`, ...: all of it is the check
-        return None
-    return fn if isinstance(getattr(fn, "__code__", None), CodeType) else None
-
-
 def _first(checked: str, fn: Any) -> bool:
     """Whether this is the first check of `fn` (or of `checked`, for a check that
     wraps no function) the guard has seen in this process."""
@@ -474,126 +648,6 @@ def _first(checked: str, fn: Any) -> bool:
         _seen.clear()
     _seen.add(checked)
     return True
-
-
-class Window:
-    """Watches one call of a jitted function (or one host callback), on the calling
-    thread or task.
-
-    `event` is the profile function of the `sys.setprofile` backend; the
-    `sys.monitoring` backend calls `_enter` and `returned` itself. Everything but
-    `event` runs only when checker code runs.
-    """
-
-    # Class-level defaults: a window that sees no check (the common case) is
-    # created without setting any attribute.
-    checks: tuple[Check, ...] | list[Check] = ()
-    _active: FrameType | None = None
-    # The innermost of `_in_body`, `_active` and `_exempt`: the frame whose return
-    # the profile function waits for.
-    _waiting: FrameType | None = None
-    _exempt: FrameType | None = None
-    _body: CodeType | None = None
-    _in_body: FrameType | None = None
-    _paused = 0.0
-    _first = False
-    _checked = ""
-    _checkers: list[str] = []
-    _kind = _PLAIN
-    _start = 0.0
-    # Set on the window of a host callback: every check it sees is a "callback".
-    callback = False
-    # Callback sites to raise for after the call (`_watch`): `{site: [...]}`.
-    callback_tally: dict[Any, list[Any]] | None = None
-
-    def event(
-        self, frame: FrameType, event: str, arg: Any, _get: Any = _kinds.get
-    ) -> None:
-        # Called for every Python and C call and return during the window, so it
-        # does as little as it can: one dict lookup per call, one identity test
-        # per return (`benchmarks/runtime_guard_overhead.py`).
-        if event == "call":
-            kind = _get(frame.f_code)
-            if kind is None:
-                kind = _classify(frame.f_code)
-            if kind:
-                self._enter(frame, kind)
-        elif frame is self._waiting and event == "return":
-            self.returned(frame)
-
-    def returned(self, frame: FrameType) -> None:
-        if frame is self._in_body:
-            # The checked function's body ran from `_paused` to now: not the check's
-            # time.
-            self._start += _clock() - self._paused
-            self._in_body = None
-            self._waiting = self._active
-        elif frame is self._active:
-            self._leave()
-        elif frame is self._exempt:
-            self._exempt = None
-            self._waiting = None
-
-    def _enter(self, frame: FrameType, kind: int) -> None:
-        if kind == _BODY:
-            if (
-                self._active is not None
-                and self._in_body is None
-                and frame.f_code is self._body
-            ):
-                self._paused = _clock()
-                self._in_body = self._waiting = frame
-            return
-        if self._exempt is not None:
-            return
-        if (
-            kind == _TYPEGUARD
-            and _typeguard_suppression is not None
-            and _typeguard_suppression.type_checks_suppressed
-        ):
-            return
-        try:
-            if self._active is not None:
-                name = _CHECKER_NAMES[kind]
-                if name not in self._checkers:
-                    self._checkers.append(name)
-                return
-            if _is_tracing is not None and _is_tracing():
-                return
-            if _deliberate(frame):
-                self._exempt = self._waiting = frame
-                return
-            self._checked, checker = _describe(frame, kind)
-            self._checkers = [checker]
-            self._kind = kind
-            self._active = self._waiting = frame
-            fn = _body_of(frame, kind)
-            self._first = _first(self._checked, fn)
-            self._body = fn.__code__ if fn is not None else None
-            if self._body is not None and _kinds.get(self._body) != _BODY:
-                _watch_body(self._body)
-        except Exception:  # never let the guard break the user's call
-            self._checked, self._checkers, self._kind = "<unknown>", ["?"], kind
-            self._active = self._waiting = frame
-            self._body = None
-        self._start = _clock()
-
-    def _leave(self) -> None:
-        seconds = _clock() - self._start
-        checked = self._checked
-        check = Check(
-            checked,
-            " with ".join(self._checkers),
-            "callback" if self.callback else _kind_of(checked, self._kind),
-            seconds,
-            self._first,
-        )
-        if not self.checks:
-            self.checks = []
-        self.checks.append(check)  # type: ignore[union-attr]
-        self._active = self._waiting = None
-        self._body = None
-        self._in_body = None
 
 
 def _watch_body(code: CodeType) -> None:
@@ -613,7 +667,7 @@ def _watch_body(code: CodeType) -> None:
 # code, asks the window of the current thread/task, if any. `PY_RETURN` is enabled
 # only on checker code; `PY_UNWIND` (global-only) ends a check that raised.
 monitoring = False
-_window: contextvars.ContextVar[Window | None] = contextvars.ContextVar(
+_window: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
 )
 _monitor = Monitor("typecheck_guard")
@@ -630,16 +684,24 @@ def _on_start(code: CodeType, offset: int) -> Any:
     _monitor.instrument(code)
     window = _window.get()
     if window is not None:
-        window._enter(sys._getframe(1), kind)
+        window.started(sys._getframe(1), kind)
     return None
 
 
-def _on_exit(code: CodeType, offset: int, value: Any) -> None:
+def _on_return(code: CodeType, offset: int, value: Any) -> None:
     window = _window.get()
-    if window is not None and (
-        window._active is not None or window._exempt is not None
-    ):
-        window.returned(sys._getframe(1))
+    if window is not None:
+        frame = sys._getframe(1)
+        if frame is window._waiting:
+            window.returned(frame, False)
+
+
+def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
+    window = _window.get()
+    if window is not None:
+        frame = sys._getframe(1)
+        if frame is window._waiting:
+            window.returned(frame, True)
 
 
 def start_monitoring() -> bool:
@@ -650,7 +712,7 @@ def start_monitoring() -> bool:
         return True
     # Only checker code stays in `_kinds` on this backend.
     _kinds.clear()
-    monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_exit)
+    monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_return, _on_unwind)
     return monitoring
 
 
@@ -676,8 +738,12 @@ def _relative(filename: str) -> str:
 
 
 def call_site(frame: FrameType | None) -> str:
-    """`path:line` of the first frame outside JAX, Equinox, Flax and us."""
-    while frame is not None and is_library(frame.f_code.co_filename):
+    """`path:line` of the first frame outside JAX, Equinox, Flax, the checkers and
+    us."""
+    while frame is not None and (
+        is_library(frame.f_code.co_filename)
+        or frame.f_code.co_filename.startswith(BEARTYPE_PREFIX)
+    ):
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
@@ -706,7 +772,29 @@ def defined_at(fn: Any) -> str:
     return f"{_relative(code.co_filename)}:{code.co_firstlineno}"
 
 
-def describe_jitted(transform: str, fun: Any) -> str:
+def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -> str:
+    """`jax.jit(module.step)`: the factory and the user's function. `caller` is the
+    frame that called the jitted callable, if known."""
     if inspect.ismethod(fun):
         fun = fun.__func__
-    return f"{transform}({_qualified(fun)})"
+    inner = fun
+    for _ in range(16):  # under checker layers (jaxtyping's import hook adds them)
+        inner = getattr(inner, "__wrapped__", None) or inner
+        if not hasattr(inner, "__wrapped__"):
+            break
+    code = getattr(inner, "__code__", None)
+    if (
+        code is not None
+        and code.co_name == "fun_wrapped"
+        and getattr(inner, "__module__", None) == "equinox._jit"
+    ):
+        # `equinox.filter_jit` jits a function of its own, named after the user's
+        # (`__qualname__` only: its `__module__` stays `equinox._jit`). The user's
+        # function is under the `_JitWrapper` whose `_call` called us (`jit_wrapper`
+        # from Equinox 0.12 on, `self` before).
+        local = caller.f_locals if caller is not None else {}
+        wrapper = local.get("jit_wrapper", local.get("self"))
+        user = getattr(wrapper, "__wrapped__", None) if wrapper is not None else None
+        name = qualified(user) if user is not None else fun.__qualname__
+        return f"equinox.filter_jit({name})"
+    return f"{transform}({qualified(fun)})"

@@ -6,7 +6,7 @@ jitted callables with: `jax.jit`, `jax.pmap`, `equinox.filter_jit` and
 `flax.nnx.jit`. A callable made afterwards comes back wrapped in `Jitted`, which
 forwards every attribute (`lower`, `trace`, `clear_cache`, ...) and, while something
 is listening (a `runtime_checks` level other than `"allow"`, or the pytest plugin),
-watches each call that is not itself traced with `_detect.Window`.
+watches each call that is not itself traced with `_track.Window`.
 
 Equinox and Flax NNX build their wrappers on `jax.jit`, so their inner jitted
 callable is wrapped too; a call that is already watched passes straight through it.
@@ -35,13 +35,16 @@ from typing import Any
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
-from . import _callbacks, _detect, _tracing, _watch
+from . import _callbacks, _detect, _situation, _tracing, _watch
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
 _lock = threading.RLock()
 _stack: contextlib.ExitStack | None = None
 _holders = 0
+# Whether the patches have been on since before the program made any jitted
+# callable: then every jitted call is one of ours to see.
+_complete = False
 
 # Where the factories live: (module, attribute, the name we show users).
 _TARGETS = (
@@ -85,6 +88,10 @@ class Jitted:
         return f"{self.__wrapped__!r} (watched by typecheck_guard)"
 
 
+# Checks find the jitted call they run in by this frame (`_situation`).
+_situation.register_jitted(Jitted.__call__.__code__, "jitted")
+
+
 def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any]:
     @ft.wraps(original)
     def factory(*args: Any, **kwargs: Any) -> Any:
@@ -95,6 +102,8 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
             fun = kwargs["fun"]
         else:  # `@jax.jit(static_argnums=...)`: the decorator comes back to us
             return ft.partial(factory, **kwargs)
+        if _pending:
+            _patch_pending()
         jitted = original(*args, **kwargs)
         if not callable(jitted) or isinstance(jitted, ft.partial):
             return jitted
@@ -150,7 +159,8 @@ def _start(stack: contextlib.ExitStack) -> None:
     else:
         _tracing.patch(stack)
     _callbacks.patch(stack)
-    later = set()
+    later = _pending
+    later.clear()
     for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
         module = sys.modules.get(module_name)
         if module is not None:
@@ -159,14 +169,53 @@ def _start(stack: contextlib.ExitStack) -> None:
             later.add(module_name)
     if later:
         # equinox / flax.nnx imported after the guard was switched on.
-        after_import(later, lambda module: _patch_module(module, stack), stack)
+        after_import(
+            set(later), lambda module: _patched_on_import(module, stack), stack
+        )
+        stack.callback(later.clear)
 
 
-def acquire() -> None:
-    """Switch the guard's patches on (or keep them on): one more holder."""
-    global _stack, _holders
+# The modules of `_TARGETS` not imported when the guard was switched on. Our finder
+# patches them on import, when it is asked: another import hook inserted before it
+# on `sys.meta_path` (jaxtyping's, under `--jaxtyping-packages=equinox,...`) loads
+# them without asking it. So each new jitted callable (Equinox and Flax NNX make
+# theirs with `jax.jit`) also patches whichever of them has been imported since.
+_pending: set[str] = set()
+
+
+def _patched_on_import(module: Any, stack: contextlib.ExitStack) -> None:
+    _pending.discard(module.__name__)
+    _patch_module(module, stack)
+
+
+def _patch_pending() -> None:
+    with _lock:
+        stack = _stack
+        if stack is None:
+            return
+        for name in list(_pending):
+            module = sys.modules.get(name)
+            # Not while the module is still being imported (it may be what called
+            # `jax.jit`): only once the factories we patch are there.
+            if module is not None and all(
+                callable(getattr(module, attribute, None))
+                for module_name, attribute, _ in _TARGETS
+                if module_name == name
+            ):
+                _pending.discard(name)
+                _patch_module(module, stack)
+
+
+def acquire(*, before_program: bool = False) -> None:
+    """Switch the guard's patches on (or keep them on): one more holder.
+    `before_program`: the caller knows the program has not made a jitted callable
+    yet (the pytest plugin before collection, `typecheck-guard profile` before the
+    program runs)."""
+    global _stack, _holders, _complete
     with _lock:
         if _stack is None:
+            # Without JAX imported, nothing can have been jitted yet.
+            complete = before_program or "jax" not in sys.modules
             stack = contextlib.ExitStack()
             try:
                 _start(stack)
@@ -174,7 +223,14 @@ def acquire() -> None:
                 stack.close()
                 raise
             _stack = stack
+            _complete = complete
         _holders += 1
+
+
+def sees_every_jit() -> bool:
+    """Whether every jitted callable the program has made comes from our patched
+    factories (so that each of their calls is seen)."""
+    return _stack is not None and _complete
 
 
 def release() -> None:

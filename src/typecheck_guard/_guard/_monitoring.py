@@ -34,9 +34,11 @@ class Monitor:
         ids: Iterable[int],
         on_start: Callable[[CodeType, int], Any],
         on_exit: Callable[[CodeType, int, Any], Any],
+        on_unwind: Callable[[CodeType, int, Any], Any] | None = None,
     ) -> bool:
         """Claim the first free id of `ids` and switch the events on; `False` when
-        there is no `sys.monitoring` or every id is taken."""
+        there is no `sys.monitoring` or every id is taken. `on_exit` gets `PY_RETURN`
+        and, without `on_unwind`, `PY_UNWIND` (a frame that raised)."""
         mon: Any = getattr(sys, "monitoring", None)
         if mon is None or self.tool is not None:
             return self.tool is not None
@@ -51,7 +53,7 @@ class Monitor:
         events = mon.events
         mon.register_callback(tool, events.PY_START, on_start)
         mon.register_callback(tool, events.PY_RETURN, on_exit)
-        mon.register_callback(tool, events.PY_UNWIND, on_exit)
+        mon.register_callback(tool, events.PY_UNWIND, on_unwind or on_exit)
         self.tool = tool
         mon.set_events(tool, events.PY_START | events.PY_UNWIND)
         return True

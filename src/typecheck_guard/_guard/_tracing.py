@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final
 
-from . import _detect
+from ._track import Window
 
 __all__ = ["patch"]
 
@@ -46,7 +46,7 @@ def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
     @ft.wraps(original)
     def unwatched(*args: Any, **kwargs: Any) -> Any:
         profile = sys.getprofile()
-        if not isinstance(getattr(profile, "__self__", None), _detect.Window):
+        if not isinstance(getattr(profile, "__self__", None), Window):
             return original(*args, **kwargs)
         sys.setprofile(None)
         try:

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
-from . import _detect
+from . import _detect, _situation
 from ._detect import Check
+from ._track import Window
 
 __all__ = ["RuntimeTypecheckError", "Site", "Tally", "watch"]
 
@@ -57,6 +58,14 @@ FIX_OTHER: Final = (
     "or check the values once, outside the loop.\n"
 )
 
+FIX_IMPORT_HOOK: Final = (
+    "{checked} is checked because jaxtyping's import hook instruments every function "
+    "of {hook} (pytest --jaxtyping-packages={hook},..., or install_import_hook): it is "
+    "that package's own code, run on every call of {jitted}, not a check you wrote. "
+    "To keep checking your code without it, narrow --jaxtyping-packages to the "
+    "modules you want checked.\n"
+)
+
 ALLOW: Final = (
     "If this check is intended, allow it: `with "
     'typecheck_guard.runtime_checks("allow"): ...` around the call, or '
@@ -74,6 +83,8 @@ class Site(NamedTuple):
     kind: str
     jitted: str
     call_site: str
+    hook: str | None = None
+    """The packages of the jaxtyping import hook that added the check, if any."""
 
     def describe(
         self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
@@ -89,6 +100,10 @@ class Site(NamedTuple):
     def fix(self) -> str:
         if self.kind == "callback":
             return FIX_CALLBACK
+        if self.hook is not None and self.kind != "constructor":
+            return FIX_IMPORT_HOOK.format(
+                checked=self.checked, hook=self.hook, jitted=self.jitted
+            )
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
             transform, _, fun = self.jitted.partition("(")
@@ -222,7 +237,7 @@ def watch(
     if _detect.monitoring:
         if _detect._window.get() is not None:  # already watched
             return call(*args, **kwargs)
-        window = _detect.Window()
+        window = Window()
         token = _detect._window.set(window)
         try:
             out = call(*args, **kwargs)
@@ -240,7 +255,7 @@ def watch(
             previous, "__typecheck_guard_composes__", False
         ):
             return call(*args, **kwargs)
-        window = _detect.Window()
+        window = Window()
         sys.setprofile(
             window.event if previous is None else _compose(previous, window.event)
         )
@@ -274,7 +289,7 @@ def _log(tally: Tally) -> None:
         _logger.warning("%s\n%s", site.describe(*tally[site]), site.fix())
 
 
-def _report(jitted: Any, caller: Any, window: _detect.Window, failed: bool) -> None:
+def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
     __tracebackhide__ = True
     import jax
 
@@ -286,12 +301,12 @@ def _report(jitted: Any, caller: Any, window: _detect.Window, failed: bool) -> N
     if window.checks:
         where = _detect.call_site(caller)
         name = _detect.describe_jitted(
-            jitted._typecheck_guard_transform, jitted._typecheck_guard_fun
+            jitted._typecheck_guard_transform, jitted._typecheck_guard_fun, caller
         )
         for check in window.checks:
             add(
                 tally,
-                Site(check.checked, check.checker, check.kind, name, where),
+                Site(check.checked, check.checker, check.kind, name, where, check.hook),
                 check,
             )
     raise_for = None
@@ -330,7 +345,7 @@ def watch_callback(
     """
     if not (_sinks or _level.get() != "allow") or _detect._is_tracing is None:
         return call(*args, **kwargs)
-    window = _detect.Window()
+    window = Window()
     window.callback = True
     if _detect.monitoring:
         outer = _detect._window.get()
@@ -348,7 +363,7 @@ def watch_callback(
     if getattr(watching, "__typecheck_guard_composes__", False):
         base, watching = watching, None
     outer = getattr(watching, "__self__", None)
-    if watching is not None and not isinstance(outer, _detect.Window):
+    if watching is not None and not isinstance(outer, Window):
         return call(*args, **kwargs)  # another profiler runs: we step aside
     sys.setprofile(window.event if base is None else _compose(base, window.event))
     try:
@@ -363,14 +378,15 @@ def _report_callback(
     primitive: str,
     callback: Any,
     checks: Sequence[Check],
-    outer: _detect.Window | None,
+    outer: Window | None,
 ) -> None:
     fn = _detect.callback_function(callback)
-    name = f"{primitive}({_detect._qualified(fn)})"
+    name = f"{primitive}({_detect.qualified(fn)})"
     where = _detect.defined_at(fn)
     tally: Tally = {}
     for check in checks:
-        add(tally, Site(check.checked, check.checker, "callback", name, where), check)
+        site = Site(check.checked, check.checker, "callback", name, where, check.hook)
+        add(tally, site, check)
     if _sinks:
         _sinks[-1](tally)  # the plugin flags them per --typecheck-guard-callbacks
     level = _level.get()
@@ -388,3 +404,6 @@ def _report_callback(
             outer.callback_tally = merged
         else:  # no call to raise from (another thread, or after it returned)
             _log(tally)
+
+
+_situation.register_callback(watch_callback.__code__)

@@ -17,15 +17,21 @@ class Profile(Totals):
     """What `typecheck_guard.profile()` returns: a context manager that records
     every typecheck run inside it (in every thread), then `report()`s them."""
 
+    # Set by `typecheck-guard profile` and the pytest option, which start before the
+    # program makes any jitted callable (`_engine.attach`).
+    _before_program = False
+
     def start(self) -> Profile:
+        """Start recording (what entering the `with` block does)."""
         if self._running:
             return self
-        attach(self)
+        attach(self, before_program=self._before_program)
         self._running = True
         self._start = time.perf_counter()
         return self
 
     def stop(self) -> Profile:
+        """Stop recording (what leaving the `with` block does)."""
         if self._running:
             self._wall += time.perf_counter() - self._start
             self._running = False
@@ -44,11 +50,17 @@ class Profile(Totals):
 
         **Arguments:**
 
-        - `top`: how many sites to list (`None`: all).
+        - `top`: how many sites to list; `0` or `None`: all of them (as the command
+          line's `--top 0`).
         - `file`: where to print (default: `sys.stdout`).
-        """
-        from ._report import format_text
 
+        **Raises:**
+
+        `TypeError` if `top` is not a whole number, `ValueError` if it is negative.
+        """
+        from ._report import format_text, validate_top
+
+        top = validate_top(top)
         print(format_text(self, top=top), file=file if file is not None else sys.stdout)
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,21 +80,32 @@ def profile() -> Profile:
     `isinstance(x, PyTree[...])`) is counted once, with the checkers it calls, in
     whichever thread it runs, and sorted by how it was reached:
 
-    - `"dispatch"`: JAX unflattened an input or output of a jitted call (outside
-      tracing): it runs again on every call;
-    - `"tree"`: an unflatten in a tree operation (`jax.tree.map`, ...);
+    - `"dispatch"`: a call of a jitted function, outside tracing: JAX rebuilding
+      its output through a checked constructor (or a library's dispatch code runs
+      the check); it runs again on every call;
+    - `"compile"`: JAX rebuilding a tree while it traced or compiled a jitted call
+      (once per compilation; a check that fails there on JAX's placeholder leaves
+      is counted as failed: JAX swallows the error);
+    - `"tree"`: JAX rebuilding a tree in a tree operation (`jax.tree.map`, ...);
+    - `"callback"`: inside a host callback (`jax.pure_callback`, ...);
+    - `"trace"`: your code, while JAX traced it (once per compilation);
     - `"construction"`: your code built a checked object;
     - `"eager"`: a checked function or `isinstance` check outside tracing;
-    - `"trace"`: while JAX traced a function (once per compilation).
+    - `"unclear"`: a construction, or JAX's C++ rebuilding the output of a call of
+      a jitted function made *before* the block, which leaves no trace: the
+      profile can't tell the two apart, and says so.
 
-    Jitted calls are recognised for jitted functions created inside the block (it
-    switches on the factory patches of the runtime guard);
-    `typecheck-guard profile script.py` covers the whole program.
+    A check's time is the checker's own: the checked function's body is not in
+    it, and a check inside that body is its own row. Jitted calls are seen for
+    jitted functions created inside the block (it switches on the factory patches
+    of the runtime guard); `typecheck-guard profile script.py` covers the whole
+    program and sees every call.
 
     **Returns:**
 
     A `Profile`: use it in a `with` statement, then `report()` (print the table),
-    `sites` (the rows, the most time first), `to_dict()`, `wall_seconds`.
+    `sites` (the rows, each a `typecheck_guard.Site`, the most time first),
+    `to_dict()` (the same with each site's fix), `wall_seconds`, `check_seconds`.
 
     !!! Example
 

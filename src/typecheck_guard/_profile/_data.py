@@ -12,7 +12,19 @@ from typing import Final, NamedTuple
 
 __all__ = ["WHENS", "Record", "Site", "Totals"]
 
-WHENS: Final = ("dispatch", "tree", "construction", "eager", "trace")
+# `_guard._situation.WHENS`, and `unclear`: what `with profile():` cannot tell apart
+# (a construction, or JAX's C++ rebuilding the output of a jitted call made before
+# the block).
+WHENS: Final = (
+    "dispatch",
+    "compile",
+    "tree",
+    "callback",
+    "unclear",
+    "trace",
+    "construction",
+    "eager",
+)
 
 
 class Record(NamedTuple):
@@ -25,14 +37,32 @@ class Record(NamedTuple):
     jitted: str | None
     cls: type | None
     pytree: bool  # a `PyTree[...]` check ran inside it
-    callback: bool  # reached inside a JAX host callback
     thread: str
     seconds: float
+    failed: bool = False
+    rebuild: bool = False
+    hook: str | None = None
 
 
 class Site:
-    """One row of the profile: a checked class or function, the checker, how it was
-    reached (`when`) and, at dispatch, the jitted function."""
+    """One row of a profile: every check of one thing, by one checker, reached the
+    same way.
+
+    `Profile.sites` lists them, the most time first. The time of a check is the
+    checker's own (binding and checking the arguments and the return value,
+    jaxtyping's shape memo, building the error message of a check that failed); the
+    checked function's body is not in it, and a check that runs inside that body is
+    a row of its own.
+
+    !!! Example
+
+        ```python
+        with typecheck_guard.profile() as prof:
+            ...
+        for site in prof.sites:
+            print(site.when, site.name, site.count, site.seconds)
+        ```
+    """
 
     __slots__ = (
         "checked",
@@ -45,8 +75,10 @@ class Site:
         "seconds",
         "first_calls",
         "setup_seconds",
+        "failed",
+        "rebuild",
+        "hook",
         "pytree",
-        "callback",
         "threads",
         "tests",
     )
@@ -60,10 +92,18 @@ class Site:
         self.kind = record.kind
         """`"constructor"`, `"function"` or `"isinstance"`."""
         self.when = record.when
-        """`"dispatch"`, `"tree"`, `"construction"`, `"eager"` or `"trace"`."""
+        """The window the checks ran in: `"dispatch"` (a call of a jitted function,
+        outside tracing: every call), `"compile"` (JAX rebuilding a tree while it
+        traced or compiled a jitted call: once per compilation), `"tree"` (JAX
+        rebuilding a tree in a tree operation), `"callback"` (a host callback),
+        `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
+        call that `profile()` did not see), `"trace"` (your code, while JAX traced
+        it), `"construction"` or `"eager"`."""
         self.jitted = record.jitted
-        """At dispatch: the jitted function, `jax.jit(module.step)`."""
+        """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`
+        and `trace`; the callback (`jax.pure_callback(module.f)`) in `callback`."""
         self.cls = record.cls
+        """The class a constructor check built, if known."""
         self.count = 0
         """Every check, the first call's included."""
         self.seconds = 0.0
@@ -73,13 +113,23 @@ class Site:
         self.setup_seconds = 0.0
         """The time of those first checks (they include the checker's one-time
         setup and cold caches)."""
+        self.failed = 0
+        """How many of them raised (in `compile`, JAX swallows the error)."""
+        self.rebuild = record.rebuild
+        """JAX rebuilding a tree (an unflatten) ran these checks."""
+        self.hook = record.hook
+        """The packages of the jaxtyping import hook that added the check
+        (`--jaxtyping-packages=...`), if one did."""
         self.pytree = False
-        self.callback = False
+        """A `PyTree[...]` annotation was checked."""
         self.threads: set[str] = set()
+        """The names of the threads the checks ran in."""
         self.tests: dict[str, float] = {}
+        """Under `pytest --typecheck-guard-profile`: seconds per test id."""
 
     @property
     def steady_seconds(self) -> float:
+        """The time of the checks after the first of each checked function."""
         return self.seconds - self.setup_seconds
 
     @property
@@ -96,6 +146,11 @@ class Site:
         if self.kind == "constructor":
             return self.checked.rsplit(".", 1)[0]
         return self.checked
+
+    @property
+    def callback(self) -> bool:
+        """The checks ran inside a host callback."""
+        return self.when == "callback"
 
     @property
     def key(self) -> tuple[str, str, str, str | None]:
@@ -122,7 +177,7 @@ class Totals:
         self._running = False
         self.setup_probes = 0
         """Checks a checker ran on its own hints while decorating (not counted in
-        the sites)."""
+        the sites, nor timed)."""
         self.setup_probe_seconds = 0.0
         self.label: str | None = None
         """Attributed to each site's `tests` (the pytest option sets the test id)."""
@@ -141,14 +196,14 @@ class Totals:
                 site = self._sites[key] = Site(record)
             site.count += 1
             site.seconds += record.seconds
+            if record.failed:
+                site.failed += 1
             if record.checked not in self._seen:
                 self._seen.add(record.checked)
                 site.first_calls += 1
                 site.setup_seconds += record.seconds
             if record.pytree:
                 site.pytree = True
-            if record.callback:
-                site.callback = True
             if site.cls is None:
                 site.cls = record.cls
             site.threads.add(record.thread)

@@ -1,34 +1,39 @@
 """The profiler's engine: it sees every typecheck a program runs, where it was
 reached from, and what it cost, and hands each to the recorders attached to it.
 
-We recognise checker code exactly as the runtime guard does (`_detect`: jaxtyping's
-`wrapped_fn_impl`, beartype's generated wrappers, typeguard's wrappers and
-functions, jaxtyping's `__instancecheck__`s), but we watch the whole program, not
-one jitted call:
+We recognise checker code and follow checks exactly as the runtime guard does
+(`_guard/_detect.py`, `_guard/_track.py`), and file each in its window with the same
+classification (`_guard/_situation.py`), but we watch the whole program, not one
+jitted call:
 
 - Python 3.11 and older: a profile function per thread (`sys.setprofile` for the
   thread that starts us, `threading.setprofile` for threads started later).
 - Python 3.12+: `sys.monitoring`, under a tool id of our own (the profiler's, else
   another free one), so the runtime guard's tool and ours run side by side. A
   `PY_START` callback answers `DISABLE` for any code that is no checker, so plain
-  code costs nothing after its first call; `PY_RETURN` is on for checker code only.
+  code costs nothing after its first call; `PY_RETURN` is on for checker code and
+  the bodies of checked functions only.
 
-The first checker a thread enters is one *check*, until that frame returns or
-unwinds; checkers it reaches (beartype under jaxtyping, the `PyTree` check under
-beartype) are part of it, as the runtime guard counts them. Only when a check
-starts do we look around: is JAX tracing (`trace`)? Is a jitted call in flight on
-this thread (a `_jitwrap.Jitted` or `unflatten_safe(jitted)` frame below us:
-`dispatch`)? Is the checked constructor's caller JAX's tree code or a registered
-unflatten function (`tree`)? Otherwise a checked `__init__`/`__post_init__` is a
-`construction`, anything else `eager`. Jitted calls are seen only for jitted
-callables made while `_jitwrap`'s factory patches are on, which we switch on at
-start: `typecheck-guard profile` does so before the program runs.
+A check's time is the checker's own: the checked function's body is not in it, and
+a check that starts inside that body is its own check, with its own time and its
+own window (`_track`). Only when a check starts do we look around (`_situation`).
+Jitted calls are seen for jitted callables made while `_jitwrap`'s factory patches
+are on, which we switch on at start: `typecheck-guard profile` does so before the
+program runs, so it sees every call. `with profile():` may not: a jitted function
+made before the block is called from C++, and the C++ rebuild of its output looks
+like the user's code building the object. Where that can be (a class JAX's C++
+rebuilds by calling it, not every jitted callable seen), we file the check as
+`unclear` rather than call it a construction.
 
-On Python 3.11 a profile function runs for every call inside a check too, and a
-200-leaf `PyTree[...]` check makes ~44,000 calls: we switch it off for the duration
-of a `@jaxtyped` check and for the leaf-by-leaf part of any `PyTree` check (see
-`_popped` and `_quiet_check`), which keeps the overhead near 1.0x and the reported
-times honest (`benchmarks/profile_overhead.py`).
+On Python 3.11 a profile function runs for every call and return inside a check,
+and a 200-leaf `PyTree[...]` check makes ~44,000 calls (even a profile function that
+does nothing makes it 2.6x slower; jaxtyping's argument binding alone, 10 us, takes
+28 us under one). So for jaxtyping's checks, most checks, we switch the profile
+function off from the moment the check starts to the moment it ends, and back on
+for the checked function's body only (the *fast path*, `_fast_path`); and the
+leaf-by-leaf part of any `PyTree` check runs without it (`_quiet_check`). This keeps
+the overhead near 1.0x and the reported times honest
+(`benchmarks/profile_overhead.py`, `benchmarks/profile_truth.py`).
 
 One engine, any number of recorders (the command, a `with profile()` block, the
 pytest option), each with its own totals.
@@ -36,17 +41,17 @@ pytest option), each with its own totals.
 
 from __future__ import annotations
 
+import functools as ft
+import inspect
 import os
 import sys
 import threading
-import time
-import weakref
 from types import CodeType, FrameType
-from typing import Any, Final
+from typing import Any
 
-from .._compat._checkers import BEARTYPE_PREFIX
-from .._guard import _detect
+from .._guard import _detect, _situation
 from .._guard._monitoring import Monitor
+from .._guard._track import Open, Tracker, import_hook_of, raised
 from ._data import Record, Totals
 
 __all__ = ["attach", "detach"]
@@ -54,15 +59,16 @@ __all__ = ["attach", "detach"]
 
 # --- what we recognise -------------------------------------------------------------
 
-_kinds: dict[CodeType, int] = {}
-_jitted_codes: dict[CodeType, str] = {}  # Jitted.__call__ / _GuardedCall.__call__
-_skip_dirs: tuple[str, ...] = ()  # checker libraries and us: not "the caller"
+# What each code object is (`_detect._kind_of_code`), keyed by the object's id: a
+# code object hashes its whole contents on every lookup (up to half a microsecond
+# for jaxtyping's wrapper), and we look one up for every call on 3.11, for every
+# checker event on 3.12. `_codes` holds each one, so that its id stays its own.
+_kinds: dict[int, int] = {}
+_codes: dict[int, CodeType] = {}
 _checker_dirs: tuple[str, ...] = ()
-_tree_dirs: tuple[str, ...] = ()  # JAX's tree code
-_callback_files: frozenset[str] = frozenset()
-_pytree_files: frozenset[str] = frozenset()
-_unflatten_codes: set[CodeType] = set()
-_registry_seen = -1
+# The `sys.monitoring` backend: ids of code objects that answered `DISABLE` (plain,
+# as far as we knew then). A body first seen later must have its events restarted.
+_disabled: set[int] = set()
 
 
 def _dirs(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -77,222 +83,236 @@ def _dirs(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _prepare() -> None:
-    global _skip_dirs, _tree_dirs, _callback_files, _pytree_files, _checker_dirs
-    from .._guard import _jitwrap
-    from .._unflatten import _safe as _unflatten
-
+    global _checker_dirs
     if not _detect._known:  # the guard has not prepared them yet
         _detect.prepare()
-    _jitted_codes[_jitwrap.Jitted.__call__.__code__] = "jitted"
-    _jitted_codes[_unflatten._GuardedCall.__call__.__code__] = "unflatten_safe"
     _checker_dirs = _dirs(("jaxtyping", "beartype", "typeguard"))
-    _skip_dirs = (*_checker_dirs, *_dirs(("typecheck_guard",)))
-    _tree_dirs = _dirs(("jax", "jaxlib"))
-    import importlib
+    _clear_kinds()
+    _disabled.clear()
 
-    files = []
-    # Where JAX runs host callbacks (`pure_callback`, `io_callback`,
-    # `jax.debug.callback`): private modules, so a move only costs us the label.
-    for name in ("jax._src.callback", "jax._src.debugging"):
-        try:
-            files.append(importlib.import_module(name).__file__)
-        except ImportError:
-            pass
-    _callback_files = frozenset(f for f in files if f is not None)
-    # `_MetaPyTree`'s module (the first owner `_detect` found).
-    owners = _detect._instancecheck_owners[:1]
-    module = sys.modules.get(owners[0].__module__) if owners else None
-    _pytree_files = frozenset({getattr(module, "__file__", None) or "<none>"})
-    _kinds.clear()
+
+def _kind_of_code(code: CodeType) -> int:
+    """`_detect._kind_of_code`, but an array type's `isinstance` (`Float[Array,
+    "..."]`, not a `PyTree[...]`) is no check of its own here: it is part of the
+    check around it (a `PyTree[...]` check runs one per leaf, and on Python 3.12+
+    each would call us: 10% of the check's time). The runtime guard, which only
+    watches jitted calls, still counts a bare one."""
+    kind = _detect._kind_of_code(code)
+    if kind == _detect._ISINSTANCE and not _detect.is_pytree_check(code):
+        return _detect._PLAIN
+    return kind
 
 
 def _classify(code: CodeType) -> int:
-    return _detect.remember(_kinds, code)
+    kind = _kind_of_code(code)
+    _remember(code, kind)
+    return kind
 
 
-def _is_pytree_check(code: CodeType) -> bool:
-    if code.co_filename in _pytree_files:
-        return True
-    owner = _detect._instancecheck_owners[0] if _detect._instancecheck_owners else None
-    method = vars(owner).get("__instancecheck__") if owner is not None else None
-    return getattr(method, "__code__", None) is code
+def _remember(code: CodeType, kind: int) -> None:
+    if len(_kinds) >= _detect._MAX_KINDS:  # a program that makes code without end
+        _kinds.clear()
+        _codes.clear()
+    _kinds[id(code)] = kind
+    _codes[id(code)] = code
 
 
-def _registered_unflatten(code: CodeType) -> bool:
-    """Whether `code` is the Python unflatten function of a registered class."""
-    global _registry_seen
-    from .._compat._jax import registry, registry_items
-    from .._unflatten._records import function_of, unflatten_of
-
-    if len(registry()) != _registry_seen:
-        items = registry_items()
-        for _, entry in items:
-            fn = unflatten_of(entry)
-            # `install()` registers the class's own unflatten wrapped (`__wrapped__`):
-            # that one calls the constructor.
-            for layer in (fn, getattr(fn, "__wrapped__", None)):
-                code = getattr(function_of(layer), "__code__", None)
-                if code is not None:
-                    _unflatten_codes.add(code)
-        _registry_seen = len(items)
-    return code in _unflatten_codes
+def _clear_kinds() -> None:
+    _kinds.clear()
+    _codes.clear()
 
 
-def _jitted_name(frame: FrameType, what: str) -> str | None:
-    obj = frame.f_locals.get("self")
-    if what == "unflatten_safe":
-        obj = getattr(obj, "__wrapped__", None)
-    transform = getattr(obj, "_typecheck_guard_transform", None)
-    if transform is not None:
-        return _detect.describe_jitted(transform, obj._typecheck_guard_fun)  # pyright: ignore[reportOptionalMemberAccess]
-    fun = getattr(obj, "__wrapped__", obj)
-    return f"jit({_detect._qualified(fun)})"
-
-
-def _jit_disabled() -> bool:
-    jax = sys.modules.get("jax")
-    return bool(jax is not None and jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
-
-
-# The functions of a jitted call's first (cache-miss) call that unflatten its
-# inputs or outputs once per compilation, outside tracing proper: `jax.jit` computes
-# the inputs' key paths and re-flattens the outputs for its C++ fast path. Checks
-# they run are paid once per compilation, like those in the trace. (The output
-# unflatten of that first call, `_run_python_pjit`, is the one every call repeats.)
-_ONCE_PER_COMPILATION: Final = frozenset({"_infer_params", "_get_fastpath_data"})
-
-
-def _situation(frame: FrameType) -> tuple[str, str | None, bool]:
-    """(when, the jitted function's name, reached in a host callback). Runs once per
-    check, when it starts."""
-    tracing = _detect._is_tracing
-    traced = tracing is not None and tracing()
-    caller: FrameType | None = None
-    jitted: tuple[FrameType, str] | None = None
-    callback = False
-    compiling = False
-    f = frame.f_back
-    while f is not None:
-        code = f.f_code
-        what = _jitted_codes.get(code)
-        if what is not None:
-            jitted = (f, what)  # keep walking: the outermost one is the user's
-        else:
-            filename = code.co_filename
-            if filename in _callback_files:
-                callback = True
-            elif jitted is None and code.co_name in _ONCE_PER_COMPILATION:
-                compiling = filename.startswith(_tree_dirs)
-            if caller is None and not (
-                filename.startswith(_skip_dirs) or filename.startswith(BEARTYPE_PREFIX)
-            ):
-                caller = f
-        f = f.f_back
-    if traced or (jitted is not None and compiling and not callback):
-        return "trace", _jitted_name(*jitted) if jitted is not None else None, False
-    if jitted is not None and not _jit_disabled():
-        return "dispatch", _jitted_name(*jitted), callback
-    if callback:
-        return "dispatch", None, True
-    if caller is not None and (
-        caller.f_code.co_filename.startswith(_tree_dirs)
-        or _registered_unflatten(caller.f_code)
-    ):
-        return "tree", None, False
-    return "", None, False
-
-
-def _self_class(frame: FrameType) -> type | None:
-    """The class of the instance a checked `__init__` / `__post_init__` builds."""
-    local = frame.f_locals
-    args = local.get("args")
-    if isinstance(args, tuple) and args:
-        return type(args[0])
-    code = frame.f_code
-    if code.co_argcount:
-        value = local.get(code.co_varnames[0])
-        if value is not None:
-            return type(value)
-    return None
-
-
-def _has_pytree(annotation: Any, depth: int = 0) -> bool:
-    import typing
-
-    owner = _detect._instancecheck_owners[0] if _detect._instancecheck_owners else None
-    if owner is not None and isinstance(annotation, owner):
-        return True
-    if depth > 8:
+def _may_be_unseen_rebuild(cls: type | None) -> bool:
+    """Whether JAX's C++ may have rebuilt this instance of `cls` with no Python frame
+    in between (the dispatch of a jitted callable none of our wrappers saw): JAX's
+    own `register_dataclass` nodes (flax.struct included) are rebuilt in C++ by
+    calling the class; every other registration calls a Python unflatten function,
+    which we see. A class `install()` adapted runs no check when rebuilt."""
+    if cls is None:
         return False
-    return any(_has_pytree(a, depth + 1) for a in typing.get_args(annotation))
-
-
-_jaxtyping_infos: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _jaxtyping_info(frame: FrameType) -> tuple[str, bool]:
-    """For a check by jaxtyping's `wrapped_fn_impl`: the checkers (jaxtyping and the
-    typechecker it was given) and whether a `PyTree[...]` annotation is checked,
-    read once per checked function from what jaxtyping built when it decorated it.
-    We name them from there rather than from the checkers entered inside, which we
-    don't watch on the fast path (`_pause`)."""
-    from .._compat._checkers import peel
-
-    local = frame.f_locals
-    param_fn = local.get("param_fn")
     try:
-        return _jaxtyping_infos[param_fn]
-    except (KeyError, TypeError):
-        pass
-    checkers = ["jaxtyping"]
-    layer, depth = param_fn, 0
-    while layer is not None and depth < 16:
-        # A checker's layer by its code (typeguard 2's `wrapper` is renamed by
-        # `functools.wraps`), else as `peel` knows it.
-        code = getattr(layer, "__code__", None)
-        kind = _detect._kind_of_code(code) if code is not None else _detect._PLAIN
-        name = _detect._CHECKER_NAMES[kind] if kind else None
-        for found in (name, *peel(layer).checkers[:1]):
-            if found is not None and found not in checkers:
-                checkers.append(found)
-        layer, depth = getattr(layer, "__wrapped__", None), depth + 1
-    signature = local.get("full_signature")
-    pytree = False
-    if signature is not None:
-        annotations = [p.annotation for p in signature.parameters.values()]
-        annotations.append(signature.return_annotation)
-        pytree = any(_has_pytree(a) for a in annotations)
-    info = (" with ".join(checkers), pytree)
-    try:
-        _jaxtyping_infos[param_fn] = info
-    except TypeError:
-        pass
-    return info
+        from .._compat._jax import registry
+        from .._unflatten._records import adapted_how, is_dataclass_entry
+
+        entry = registry().get(cls)
+        return (
+            entry is not None and adapted_how(cls) is None and is_dataclass_entry(entry)
+        )
+    except Exception:  # a label is no place to fail
+        return False
 
 
-# The `sys.setprofile` backend's fast path for jaxtyping's checks. A profile function
-# runs for every call and return inside a check too: a 200-leaf `PyTree[...]` check
-# makes ~44,000 Python calls, and even a profile function that does nothing makes it
-# 2.6x slower (Python 3.11). So when a check starts in jaxtyping's `wrapped_fn_impl`
-# (most checks: every `@jaxtyped` function and class), we switch the thread's
-# profile function off, and end the check in jaxtyping's own `pop_shape_memo`, which
-# its `wrapped_fn` calls right after `wrapped_fn_impl` returns or raises; there we
-# switch the profile function back on. `sys.monitoring` (3.12+) needs none of this:
-# it only calls us for checker code.
-_paused: dict[int, _Thread] = {}
+def _watch_body(code: CodeType) -> None:
+    """From now on, see `code` start and return: it is a checked function's body."""
+    if _kinds.get(id(code)) == _detect._BODY:
+        return
+    _remember(code, _detect._BODY)
+    if _monitor.tool is not None:
+        _monitor.instrument(code)
+        if id(code) in _disabled:
+            # It answered `DISABLE` to `PY_START` before we knew it: switch its
+            # events back on (all code's, once).
+            _disabled.discard(id(code))
+            sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# --- the 3.11 fast path ---------------------------------------------------------------
+#
+# For a check by jaxtyping's new-style `wrapped_fn` we switch the thread's profile
+# function off when the check starts (`_Thread.opened`) and end the check in
+# jaxtyping's own `pop_shape_memo`, which `wrapped_fn` calls in its `finally`, once
+# the checks and the body are done; there we switch the profile function back on
+# (`_popped`). The checked function's body must run watched: it can make checks of
+# its own, and its time is not the check's. jaxtyping calls it as `fn(*args,
+# **kwargs)`, `fn` a variable of the closure of `wrapped_fn_impl`: the first time we
+# see a function checked, we put `_body(fn)` in that closure cell, which switches the
+# profile function on for the body and off after it, and times it. (`wrapped_fn`,
+# which shares the cell, calls the same `_body(fn)` when checks are switched off: it
+# then only calls `fn`.) And since the profile function is off from the start of the
+# check, an argument-binding error, raised before `wrapped_fn`'s `try`, would never
+# reach `pop_shape_memo`: we replace the closure's `param_signature` with an equal
+# signature whose `bind` ends the check when it raises. Every cell we change is put
+# back when the engine stops. `sys.monitoring` (3.12+) needs none of this: it only
+# calls us for checker code and bodies.
+#
+# We rejected cheaper-looking alternatives: a profile function that only looks for
+# the body still runs for each of a check's ~100 calls (3x on a small check); reading
+# the body's start from the bytecode of `wrapped_fn_impl` is version-specific
+# cleverness; and wrapping the user's function in place would change what they hold.
+
 _original_pop: Any = None
+_patched_cells: list[tuple[Any, Any]] = []
+_MAX_PATCHED = 100_000
+_cells_lock = threading.Lock()
 
 
 def _popped() -> None:
     _original_pop()
-    state = _paused.get(threading.get_ident())
-    if state is not None and sys._getframe(1) is state.caller:
-        del _paused[threading.get_ident()]
-        state.leave()
+    end = _detect._clock()  # the check ends here; what follows is ours
+    state = getattr(_local, "state", None)
+    if state is None or not state._stack:
+        return
+    top = state._stack[-1]
+    if top.fast and sys._getframe(1) is top.frame:
+        error = sys.exc_info()[1]
+        failed = error is not None and error is not top.data.handled
+        state.close(top, failed and not top.body_raised, end)
         if _on:
             sys.setprofile(state.event)
+
+
+def _make_body(fn: Any) -> Any:
+    @ft.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        now = _detect._clock()  # first: what follows is not the check's time
+        state = getattr(_local, "state", None)
+        top = state._stack[-1] if state is not None and state._stack else None
+        if (
+            top is None
+            or not top.fast
+            or top.in_body is not None
+            or top.data.function is not fn
+        ):
+            return fn(*args, **kwargs)
+        state.pause(top, body)  # type: ignore[union-attr]
+        top.paused_at = now
+        if _on:
+            sys.setprofile(state.event)  # type: ignore[union-attr]
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:
+            sys.setprofile(None)
+            state.resume(top, True)  # type: ignore[union-attr]
+            raise
+        sys.setprofile(None)
+        state.resume(top, False)  # type: ignore[union-attr]
+        return out
+
+    body.__typecheck_guard_body__ = fn  # type: ignore[attr-defined]
+    return body
+
+
+class _Signature(inspect.Signature):
+    """jaxtyping's `param_signature`, whose `bind` ends the fast-path check when it
+    raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`)."""
+
+    __slots__ = ()
+
+    def bind(self, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return inspect.Signature.bind(self, *args, **kwargs)
+        except BaseException:
+            end = _detect._clock()
+            state = getattr(_local, "state", None)
+            stack = state._stack if state is not None else ()
+            if stack and stack[-1].fast and sys._getframe(1) is stack[-1].frame:
+                # A call that does not match the signature: jaxtyping refused it,
+                # a failed check (as the other backends see it: its frame raised).
+                state.close(stack[-1], True, end)  # type: ignore[union-attr]
+                if _on:
+                    sys.setprofile(state.event)  # type: ignore[union-attr]
+            raise
+
+
+def _quiet_signature(signature: inspect.Signature) -> _Signature:
+    quiet = object.__new__(_Signature)
+    for slot in ("_parameters", "_return_annotation"):
+        object.__setattr__(quiet, slot, getattr(signature, slot))
+    return quiet
+
+
+def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
+    """Make the jaxtyping check whose `wrapped_fn` runs at `frame`, with these
+    locals, ready for the fast path (its body hook and exception-safe binding);
+    `False` if we can't."""
+    fn = local.get("fn")
+    if getattr(fn, "__typecheck_guard_body__", None) is not None:
+        return True
+    caller = frame.f_back
+    if (
+        caller is not None and caller.f_code.co_name == "_check_dataclass_annotations"
+    ) or len(_patched_cells) >= _MAX_PATCHED:
+        # jaxtyping < 0.3 checks a dataclass through a function it makes for each
+        # construction, and a program may decorate functions without end: patching
+        # each would keep every one alive until we stop. Those are watched the slow
+        # way.
+        return False
+    impl = local.get("wrapped_fn_impl")
+    if _original_pop is None or impl is None or fn is None:
+        return False
+    cells = _detect._cells(impl)
+    fn_cell, signature_cell = cells.get("fn"), cells.get("param_signature")
+    if fn_cell is None or signature_cell is None:
+        return False
+    with _cells_lock:
+        try:
+            current, signature = fn_cell.cell_contents, signature_cell.cell_contents
+        except ValueError:
+            return False
+        if getattr(current, "__typecheck_guard_body__", None) is not None:
+            return True
+        if current is not fn or type(signature) is not inspect.Signature:
+            return False
+        body, quiet = _make_body(fn), _quiet_signature(signature)
+        _patched_cells.append((fn_cell, fn))
+        fn_cell.cell_contents = body
+        _patched_cells.append((signature_cell, signature))
+        signature_cell.cell_contents = quiet
+    # We run inside the profile function of the call of `wrapped_fn` whose locals
+    # these are, and on its way out CPython writes that frame's `f_locals` back
+    # into its variables, cells included (`PyFrame_LocalsToFast`): the new values
+    # must be there too, or the old ones come back.
+    local["fn"] = body
+    local["param_signature"] = quiet
+    return True
+
+
+def _unpatch_cells() -> None:
+    with _cells_lock:
+        while _patched_cells:
+            cell, original = _patched_cells.pop()
+            cell.cell_contents = original
 
 
 def _patch_pop() -> bool:
@@ -303,18 +323,12 @@ def _patch_pop() -> bool:
     from jaxtyping import _decorator
 
     original = getattr(_decorator, "pop_shape_memo", None)
-    wrapper = None
-    for const in _decorator.jaxtyped.__code__.co_consts:
-        if (
-            isinstance(const, CodeType)
-            and const.co_name == "wrapped_fn"
-            and "wrapped_fn_impl" in const.co_freevars
-        ):
-            wrapper = const
+    wrapper = _detect._new_style_wrapper(_decorator.jaxtyped.__code__)
     if (
         original is None
         or wrapper is None
         or "pop_shape_memo" not in wrapper.co_names
+        or not {"fn", "param_signature", "wrapped_fn_impl"} <= set(wrapper.co_freevars)
         or getattr(original, "__code__", None) is None
         or original.__code__.co_argcount != 0
     ):
@@ -333,15 +347,14 @@ def _unpatch_pop() -> None:
     if getattr(_decorator, "pop_shape_memo", None) is _popped:
         setattr(_decorator, "pop_shape_memo", _original_pop)  # noqa: B010
     _original_pop = None
-    _paused.clear()
 
 
-# The same for the leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped`
-# function encloses (a function checked by beartype or typeguard alone, a bare
-# `isinstance`): jaxtyping's `_MetaPyTree._check` runs with the profile function
-# off. We still see the check start and end (its `__instancecheck__` and the
-# checker's wrapper are outside `_check`); we only miss the checkers entered inside,
-# which are part of it anyway.
+# The leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped` function
+# encloses (a function checked by beartype or typeguard alone, a bare `isinstance`):
+# jaxtyping's `_MetaPyTree._check` runs with the profile function off. We still see
+# the check start and end (its `__instancecheck__` and the checker's wrapper are
+# outside `_check`); we only miss the checkers entered inside, which are part of it
+# anyway.
 _original_check: Any = None
 
 
@@ -380,27 +393,32 @@ def _unpatch_check() -> None:
 # --- per-thread watching -----------------------------------------------------------
 
 
-class _Thread:
-    """One thread's state: the check in progress, if any."""
+class _Data:
+    """What the profiler keeps about an open check."""
 
-    __slots__ = (
-        "active",
-        "start",
-        "checked",
-        "checkers",
-        "kind",
-        "when",
-        "jitted",
-        "cls",
-        "pytree",
-        "callback",
-        "static",
-        "caller",
-    )
+    __slots__ = ("described", "situation", "cls", "function", "handled")
 
-    def __init__(self) -> None:
-        self.active: FrameType | None = None
-        self.static = False
+    def __init__(self, described: Any, situation: Any, cls: Any, handled: Any):
+        self.described = described
+        self.situation = situation
+        self.cls = cls
+        # The checked function, as jaxtyping's closure held it before our body hook.
+        body = described.body if described is not None else None
+        self.function = getattr(body, "__typecheck_guard_body__", body)
+        # The exception being handled where the check started (`sys.exc_info()`
+        # there): seeing it again at the end is not the check failing.
+        self.handled = handled
+
+
+# (By path: the cache's module imports jax, and this one must not.)
+_PYTREE_CACHE_FILE = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "_cache", "_pytree.py"
+)
+_PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
+
+
+class _Thread(Tracker):
+    """One thread's open checks."""
 
     # The `sys.setprofile` backend's profile function.
     def event(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -409,93 +427,93 @@ class _Thread:
                 sys.setprofile(None)
                 return
             code = frame.f_code
-            kind = _kinds.get(code)
+            kind = _kinds.get(id(code))
             if kind is None:
                 kind = _classify(code)
             if kind:
-                self.enter(frame, code, kind)
-        elif event == "return" and frame is self.active:
-            self.leave()
+                self.started(frame, kind)
+        elif frame is self._waiting and event == "return":
+            self.returned(frame, raised(frame))
 
     # The runtime guard composes its window with us rather than stepping aside
     # (`_watch.watch`).
     event.__typecheck_guard_composes__ = True  # type: ignore[attr-defined]
 
-    def enter(self, frame: FrameType, code: CodeType, kind: int) -> None:
-        if self.active is not None:
-            name = _detect._CHECKER_NAMES[kind]
-            if not self.static and name not in self.checkers:
-                self.checkers.append(name)
-            if kind == _detect._ISINSTANCE and not self.pytree:
-                self.pytree = _is_pytree_check(code)
-            return
-        suppression = _detect._typeguard_suppression
-        if (
-            kind == _detect._TYPEGUARD
-            and suppression is not None
-            and suppression.type_checks_suppressed
-        ):
-            return
+    def open(self, frame: FrameType, kind: int) -> Open | None:
         caller = frame.f_back
+        # The PyTree cache (`_cache/_pytree.py`) stands between a checker and
+        # jaxtyping's `__instancecheck__`: the checker is the caller.
+        while caller is not None and caller.f_code.co_filename == _PYTREE_CACHE_FILE:
+            caller = caller.f_back
         if (
             kind == _detect._ISINSTANCE
             and caller is not None
             and caller.f_code.co_filename.startswith(_checker_dirs)
         ):
             # A checker probing a hint while it decorates (beartype asks
-            # `isinstance(None, hint)` to see whether the hint is isinstanceable).
-            self.checked, self.checkers, self.kind = "<setup>", ["?"], "isinstance"
-            self.when, self.jitted, self.cls, self.callback = "setup", None, None, False
-            self.pytree = self.static = False
-            self.active = frame
-            self.start = time.perf_counter()
-            return
-        static = pytree = False
-        try:
-            checked, checker = _detect._describe(frame, kind)
-            if kind == _detect._JAXTYPING:
-                checker, pytree = _jaxtyping_info(frame)
-                static = True
-            what = _detect._kind_of(checked, kind)
-            when, jitted, callback = _situation(frame)
-            if not when:
-                when = "construction" if what == "constructor" else "eager"
-            cls = _self_class(frame) if what == "constructor" else None
-        except Exception:  # never let the profiler break the program
-            checked, checker, what = "<unknown>", "?", "function"
-            when, jitted, callback, cls = "eager", None, False, None
-        self.checked = checked
-        self.checkers = [checker]
-        self.kind = what
-        self.when = when
-        self.jitted = jitted
-        self.cls = cls
-        self.callback = callback
-        self.pytree = pytree or (kind == _detect._ISINSTANCE and _is_pytree_check(code))
-        self.static = static
-        self.active = frame
-        if static and _original_pop is not None and sys.getprofile() == self.event:
-            # The fast path (see `_popped`). Not when the runtime guard's window
-            # shares the profile function: it must see the check's end itself.
-            self.caller = frame.f_back
-            _paused[threading.get_ident()] = self
-            sys.setprofile(None)
-        self.start = time.perf_counter()
+            # `isinstance(None, hint)` to see whether the hint is isinstanceable):
+            # counted apart, not timed (following it would make every later
+            # `__instancecheck__` report its return to us).
+            for recorder in _recorders:
+                recorder._add(_PROBE)
+            return None
+        described = _detect.describe(frame, kind)
+        if described is None:
+            return None
+        cls = None
+        if described.what == "constructor":
+            instance = _situation._instance(frame)
+            cls = type(instance) if instance is not None else None
+        situation, _ = _situation.situation(frame, described.what, cls, described.body)
+        if (
+            situation.when == "construction"
+            and not _sees_every_jit
+            and _may_be_unseen_rebuild(cls)
+        ):
+            situation = situation._replace(when="unclear")
+        body = described.body
+        code = body.__code__ if body is not None else None
+        if code is not None:
+            _watch_body(code)
+        return Open(
+            frame,
+            described.checker,
+            code,
+            static=described.static,
+            pytree=described.pytree,
+            data=_Data(described, situation, cls, sys.exc_info()[1]),
+        )
 
-    def leave(self) -> None:
-        seconds = time.perf_counter() - self.start
-        self.active = None
+    def opened(self, check: Open) -> None:
+        data = check.data
+        if (
+            _original_pop is not None
+            and data.described is not None
+            and "wrapped_fn_impl" in data.described.frame_locals
+            and sys.getprofile() == self.event
+            and _fast_path(check.frame, data.described.frame_locals)
+        ):
+            # Not when the runtime guard's window shares the profile function: it
+            # must see the check's end itself.
+            check.fast = True
+            sys.setprofile(None)
+
+    def finish(self, check: Open, seconds: float, failed: bool) -> None:
+        data = check.data
+        described, situation = data.described, data.situation
         record = Record(
-            self.checked,
-            " with ".join(self.checkers),
-            self.kind,
-            self.when,
-            self.jitted,
-            self.cls,
-            self.pytree,
-            self.callback,
+            described.checked,
+            " with ".join(check.checkers),
+            described.what,
+            situation.when,
+            situation.jitted,
+            data.cls,
+            check.pytree,
             threading.current_thread().name,
             seconds,
+            failed=failed,
+            rebuild=situation.rebuild,
+            hook=import_hook_of(getattr(described.body, "__module__", None)),
         )
         for recorder in _recorders:
             recorder._add(record)
@@ -503,61 +521,95 @@ class _Thread:
 
 def _bootstrap(frame: FrameType, event: str, arg: Any) -> None:
     """`threading.setprofile`'s hook: each new thread gets its own state."""
-    state = _Thread()
-    sys.setprofile(state.event)
-    state.event(frame, event, arg)
+    sys.setprofile(_state().event)
+    _state().event(frame, event, arg)
+
+
+# Each thread's state, by thread (what we clear when we stop) and in a
+# `threading.local` (what the hot paths read: one attribute lookup).
+_threads: dict[int, _Thread] = {}
+_local = threading.local()
+
+
+def _state() -> _Thread:
+    state = getattr(_local, "state", None)
+    if state is None:
+        state = _local.state = _threads[threading.get_ident()] = _Thread()
+    return state
+
+
+def _forget_threads() -> None:
+    global _local
+    _threads.clear()
+    _local = threading.local()
 
 
 # --- the sys.monitoring backend (3.12+) ----------------------------------------------
 
-_states: dict[int, _Thread] = {}
 _monitor = Monitor("typecheck_guard.profile")
 
 
-def _state() -> _Thread:
-    ident = threading.get_ident()
-    state = _states.get(ident)
-    if state is None:
-        state = _states[ident] = _Thread()
-    return state
+_BODY = _detect._BODY
 
 
-def _on_start(code: CodeType, offset: int) -> Any:
-    kind = _kinds.get(code)
+def _on_start(code: CodeType, offset: int, _get: Any = _kinds.get) -> Any:
+    kind = _get(id(code))
     if kind is None:
-        kind = _detect._kind_of_code(code)
+        kind = _kind_of_code(code)
         if not kind:
+            _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
-        _kinds[code] = kind
-    # Every time, not once per kind: an equal code object found in `_kinds` is
-    # another function's wrapper, with events of its own (`_monitoring.py`).
-    _monitor.instrument(code)
+        _remember(code, kind)
+    state = getattr(_local, "state", None)
+    stack = state._stack if state is not None else None
+    if stack:
+        top = stack[-1]
+        if top.in_body is None and kind != _BODY and (top.static or kind in top.known):
+            # Checker code inside a check, adding nothing we don't know (each
+            # leaf's array check under a `PyTree[...]` check): part of it, nothing
+            # to do. The fast way out, called 200 times in a 200-leaf check.
+            return None
     if _monitor.tool is None:  # stopped meanwhile
         return None
-    _state().enter(sys._getframe(1), code, kind)
+    if (state or _state()).started(sys._getframe(1), kind):
+        # Its return ends the check. Only then: an array's `__instancecheck__`
+        # returning once per leaf of every `PyTree[...]` check would otherwise call
+        # us each time. (Per code object, not per kind: an equal code object is
+        # another function's wrapper, with events of its own: `_monitoring.py`.)
+        _monitor.instrument(code)
     return None
 
 
-def _on_exit(code: CodeType, offset: int, value: Any) -> None:
-    state = _states.get(threading.get_ident())
-    if state is not None and state.active is not None:
-        if sys._getframe(1) is state.active:
-            state.leave()
+def _on_return(code: CodeType, offset: int, value: Any) -> None:
+    state = getattr(_local, "state", None)
+    if state is not None:
+        frame = sys._getframe(1)
+        if frame is state._waiting:
+            state.returned(frame, False)
+
+
+def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
+    state = getattr(_local, "state", None)
+    if state is not None:
+        frame = sys._getframe(1)
+        if frame is state._waiting:
+            state.returned(frame, True)
 
 
 def _start_monitoring() -> bool:
     # The profiler's id first; the runtime guard asks for 4, then 3.
-    _kinds.clear()
+    _clear_kinds()
     mon: Any = getattr(sys, "monitoring", None)
     if mon is None:
         return False
-    return _monitor.start((mon.PROFILER_ID, 3, 4), _on_start, _on_exit)
+    return _monitor.start((mon.PROFILER_ID, 3, 4), _on_start, _on_return, _on_unwind)
 
 
 def _stop_monitoring() -> None:
     _monitor.stop()
-    _kinds.clear()
-    _states.clear()
+    _clear_kinds()
+    _forget_threads()
+    _disabled.clear()
 
 
 # --- the engine ----------------------------------------------------------------------
@@ -565,27 +617,32 @@ def _stop_monitoring() -> None:
 _lock = threading.RLock()
 _recorders: tuple[Totals, ...] = ()
 _on = False
-_profiling_thread: _Thread | None = None
+# Whether every jitted callable the program made is one of our wrappers (see the
+# module docstring): decided when the first recorder attaches.
+_sees_every_jit = False
 
 
-def attach(recorder: Totals) -> None:
-    global _recorders, _on, _profiling_thread
+def attach(recorder: Totals, *, before_program: bool = False) -> None:
+    """Start recording into `recorder`. `before_program`: the program has not run
+    yet (`typecheck-guard profile`, the pytest option), so every jitted callable it
+    makes will be ours to see."""
+    global _recorders, _on, _sees_every_jit
     from .._guard import _jitwrap
 
     with _lock:
         if recorder in _recorders:
             return
         if not _recorders:
-            _jitwrap.acquire()
+            _jitwrap.acquire(before_program=before_program)
             try:
+                _sees_every_jit = _jitwrap.sees_every_jit()
                 _prepare()
                 if not _start_monitoring():
                     _patch_pop()
                     _patch_check()
-                    _profiling_thread = _Thread()
                     _on = True
                     threading.setprofile(_bootstrap)
-                    sys.setprofile(_profiling_thread.event)
+                    sys.setprofile(_state().event)
             except BaseException:
                 _jitwrap.release()
                 raise
@@ -593,7 +650,7 @@ def attach(recorder: Totals) -> None:
 
 
 def detach(recorder: Totals) -> None:
-    global _recorders, _on, _profiling_thread
+    global _recorders, _on
     from .._guard import _jitwrap
 
     with _lock:
@@ -608,8 +665,9 @@ def detach(recorder: Totals) -> None:
             _on = False
             _unpatch_pop()
             _unpatch_check()
+            _unpatch_cells()
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]
             if isinstance(getattr(sys.getprofile(), "__self__", None), _Thread):
                 sys.setprofile(None)
-            _profiling_thread = None
+            _forget_threads()
         _jitwrap.release()

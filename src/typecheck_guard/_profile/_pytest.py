@@ -36,25 +36,26 @@ def _wanted(config: pytest.Config) -> bool:
     return bool(value)
 
 
-def _start(config: pytest.Config) -> None:
+def _start(config: pytest.Config, before_collection: bool) -> None:
     if _PROFILE in config.stash or not _wanted(config):
         return
     from ._api import Profile
 
     prof = Profile()
     prof.program = "pytest"
+    prof._before_program = before_collection
     config.stash[_PROFILE] = prof
     prof.start()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    _start(early_config)
+    _start(early_config, True)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    _start(config)
+    _start(config, False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -77,7 +78,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     prof.stop()
     terminalreporter.write_sep("=", "typecheck-guard profile")
-    for line in format_text(prof, top=20).splitlines():
+    more = "typecheck-guard profile -m pytest ... --top 0 lists them all"
+    for line in format_text(prof, top=20, more=more).splitlines():
         terminalreporter.write_line(line)
 
 

@@ -1,11 +1,12 @@
 """The profile's report: the headline, the table, the fix for each site, JSON and a
 bar chart.
 
-The fix depends on how a check was reached and on what `scan` says about the class:
-a dispatch or tree-operation unflatten of a class `install()` covers is removed by
-calling `install()` before the class is defined; one it does not cover by
-`unflatten_safe`; an eager `PyTree[...]` check is made cheap by the cache; a
-trace-time check runs once per compilation.
+The fix depends on how a check was reached (`_guard/_situation.py`) and on what
+`scan` says about the class: a rebuild by JAX (at a jitted call's dispatch, while it
+compiles, in a tree operation) of a class `install()` covers is removed by calling
+`install()` before the class is defined; one it does not cover by `unflatten_safe`;
+an eager `PyTree[...]` check is made cheap by the cache; a check of your own code
+while JAX traces it runs once per compilation, and is yours to keep.
 """
 
 from __future__ import annotations
@@ -15,11 +16,37 @@ from typing import Any, Final
 
 from ._data import Site, Totals
 
-__all__ = ["fix", "format_text", "plot", "scan_says", "to_dict"]
+__all__ = [
+    "fix",
+    "format_text",
+    "plot",
+    "removable",
+    "scan_says",
+    "to_dict",
+    "validate_top",
+]
 
-REMOVABLE: Final = ("dispatch", "tree")
+KEEP_TRACE: Final = (
+    "your code, checked while JAX traced it: once per compilation, the check you "
+    "asked for: keep it"
+)
 
-NOTHING_TO_DO: Final = "traced once: nothing to do"
+BAD_TOP: Final = (
+    "{where}: `top` is how many sites to list, a whole number (0 or None: all of "
+    "them); got {top!r}. Write, for example, prof.report(top=10)."
+)
+
+
+def validate_top(top: Any, where: str = "typecheck_guard.Profile.report") -> int | None:
+    """`top` as `format_text` takes it: `None` for all sites, else a positive number.
+    `0` means all, as the command line's `--top 0` does."""
+    if top is None:
+        return None
+    if isinstance(top, bool) or not isinstance(top, int):
+        raise TypeError(BAD_TOP.format(where=where, top=top))
+    if top < 0:
+        raise ValueError(BAD_TOP.format(where=where, top=top))
+    return top or None
 
 
 def _seconds(seconds: float) -> str:
@@ -63,8 +90,13 @@ def _finding(site: Site) -> Any:
 
 
 def scan_says(site: Site) -> str | None:
-    """What `typecheck-guard scan` says about a constructor site's class."""
-    if site.kind != "constructor" or site.cls is None:
+    """What `typecheck-guard scan` says about the class of a rebuild (or of a check
+    the profile can't tell from one)."""
+    if (
+        site.kind != "constructor"
+        or site.cls is None
+        or not (site.rebuild or site.when == "unclear")
+    ):
         return None
     found = _finding(site)
     if found is None:
@@ -83,63 +115,145 @@ def scan_says(site: Site) -> str | None:
     )
 
 
-def _where(program: str | None) -> str:
-    if program == "pytest":
-        return "at the top of your conftest.py"
+def _install_fix(name: str, program: str | None) -> str:
+    """How to run `program` under `install()`: the fix that edits no code first."""
+    before = f"before {name} is defined"
+    if program == "pytest" or (program or "").startswith("-m pytest"):
+        return (
+            "run pytest with --typecheck-guard-install, or call "
+            f"typecheck_guard.install() {before} (at the top of your conftest.py)"
+        )
     if program and not program.startswith("-m "):
         return (
-            f"the first line of {program}, or run it with "
-            f"`typecheck-guard run {program}`"
+            f"run it with `typecheck-guard run {program}`, or call "
+            f"typecheck_guard.install() {before} (the first line of {program})"
         )
     if program:
-        return f"first thing in your entry point, or `typecheck-guard run {program}`"
-    return "first thing in your entry point"
+        return (
+            f"run it with `typecheck-guard run {program}`, or call "
+            f"typecheck_guard.install() {before} (first thing in your entry point)"
+        )
+    return (
+        "run the program with `typecheck-guard run`, or call "
+        f"typecheck_guard.install() {before} (first thing in your entry point)"
+    )
+
+
+def _covers(site: Site) -> tuple[bool, bool, Any]:
+    """(install() covers the site's class, unflatten_safe does, scan's finding)."""
+    found = _finding(site)
+    by_install = found is None or found.install_covers
+    by_safe = found is None or found.unflatten_safe_covers
+    return by_install, by_safe, found
+
+
+def removable(site: Site) -> bool:
+    """Whether `install()` or `unflatten_safe` removes these checks: JAX rebuilding a
+    class through its checked constructor, whether or not JAX is tracing."""
+    if not site.rebuild or site.kind != "constructor":
+        return False
+    by_install, by_safe, _ = _covers(site)
+    return by_install or by_safe
+
+
+def _rebuild_fix(site: Site, program: str | None) -> str:
+    name = site.name.rsplit(".", 1)[-1]
+    by_install, by_safe, found = _covers(site)
+    if site.when in ("dispatch", "compile") and site.jitted:
+        short = _short(site.jitted)
+        safe = (
+            f"{short} = typecheck_guard.unflatten_safe("
+            f"{_transform(site.jitted)}({short}))"
+        )
+    else:
+        safe = "put the tree operations in `with typecheck_guard.unflatten_safe():`"
+    if by_install:
+        return f"{_install_fix(name, program)}; or {safe}"
+    if found is not None and found.registration.startswith("register_pytree_node"):
+        alternative = f"; or {safe}" if by_safe else ""
+        return (
+            f"build the instance with object.__new__ in {name}.tree_unflatten "
+            f"instead of calling {name}(...){alternative}"
+        )
+    if by_safe:
+        return safe
+    return found.fix if found is not None else safe
+
+
+def _why(site: Site) -> str:
+    """What ran the checks, for a rebuild: the first words of its fix."""
+    name = _shown(site.name)
+    if site.when == "compile":
+        what = (
+            f"JAX rebuilds {name} while it traces and compiles "
+            f"{_shown(site.jitted) if site.jitted else 'a jitted function'} (once "
+            "per compilation)"
+        )
+        if site.failed:
+            what += (
+                f"; {site.failed} of these checks failed on the placeholder leaves "
+                "JAX rebuilds it with, and JAX swallowed the errors after the "
+                "checker built their messages"
+            )
+        return what + ": "
+    if site.when == "dispatch":
+        return ""
+    if site.when == "callback":
+        return f"JAX rebuilds {name} for {site.jitted or 'a host callback'}: "
+    return ""
 
 
 def fix(site: Site, program: str | None = None) -> str:
     """The concrete fix for a site, one line."""
-    if site.when == "trace":
-        return NOTHING_TO_DO
-    name = site.name.rsplit(".", 1)[-1]
-    if site.callback:
+    if site.rebuild and site.kind == "constructor":
+        return _why(site) + _rebuild_fix(site, program)
+    if site.rebuild:
         return (
-            "runs inside a JAX host callback on every call"
-            + (f" of {site.jitted}" if site.jitted else "")
-            + ": move the check out of the callback, or check the values once, "
-            "outside the loop"
-        )
-    if site.when in REMOVABLE and site.kind != "constructor":
-        return (
-            "a pytree node's flatten or unflatten function runs this check on every "
-            + (f"call of {site.jitted}" if site.jitted else "tree operation")
+            "a pytree node's unflatten function runs this check every time JAX "
+            "rebuilds the node"
+            + (f" (every call of {_shown(site.jitted)})" if site.jitted else "")
             + ": move the check out of it"
         )
-    if site.when in REMOVABLE:
-        found = _finding(site)
-        by_install = found is None or found.install_covers
-        by_safe = found is None or found.unflatten_safe_covers
-        if site.when == "dispatch":
-            short = _short(site.jitted)
-            safe = (
-                f"{short} = typecheck_guard.unflatten_safe("
-                f"{_transform(site.jitted)}({short}))"
-            )
-        else:
-            safe = "put the tree operations in `with typecheck_guard.unflatten_safe():`"
-        if by_install:
-            return (
-                f"call typecheck_guard.install() before {name} is defined "
-                f"({_where(program)}); or {safe}"
-            )
-        if found is not None and found.registration.startswith("register_pytree_node"):
-            alternative = f"; or {safe}" if by_safe else ""
-            return (
-                f"build the instance with object.__new__ in {name}.tree_unflatten "
-                f"instead of calling {name}(...){alternative}"
-            )
-        if by_safe:
-            return safe
-        return found.fix if found is not None else safe
+    if site.when == "callback":
+        return (
+            "runs inside a JAX host callback, "
+            + (f"{_shown(site.jitted)}, " if site.jitted else "")
+            + "on every call: move the check out of the callback, or check the values "
+            "once, outside the loop"
+        )
+    if site.hook is not None and site.when in ("dispatch", "tree"):
+        return (
+            f"jaxtyping's import hook checks every function of {site.hook} "
+            f"(--jaxtyping-packages={site.hook},...): this is that package's own code, "
+            f"run on every call{' of ' + _shown(site.jitted) if site.jitted else ''}; "
+            "narrow --jaxtyping-packages to the modules you want checked"
+        )
+    if site.hook is not None and site.when != "unclear":
+        return (
+            f"checked because jaxtyping's import hook instruments every function of "
+            f"{site.hook} (--jaxtyping-packages={site.hook},...): keep it if you mean "
+            f"to check {site.hook}'s own code, else narrow --jaxtyping-packages to the "
+            "modules you want checked"
+        )
+    if site.when == "dispatch":
+        return (
+            "code that JAX runs on every call"
+            + (f" of {_shown(site.jitted)}" if site.jitted else "")
+            + " (a pytree node's flatten function, or a library's dispatch) runs this "
+            "check: move the check out of it"
+        )
+    if site.when == "unclear":
+        name = site.name.rsplit(".", 1)[-1]
+        return (
+            f"can't tell: your code built {name} here, or JAX rebuilt it after a call "
+            "of a jitted function made before the profile started (its C++ dispatch "
+            "leaves no trace). Make the jitted function inside the `with "
+            "typecheck_guard.profile():` block, or run the program under "
+            "`typecheck-guard profile`, which sees every call. If it is a rebuild, "
+            + _rebuild_fix(site, program)
+        )
+    if site.when == "trace":
+        return KEEP_TRACE
     if site.pytree and _cache_on():
         return (
             "the PyTree cache is on: a repeated PyTree[...] check of the same "
@@ -165,7 +279,8 @@ def _cache_on() -> bool:
 
 
 def removable_seconds(prof: Totals) -> float:
-    return sum(s.seconds for s in prof.sites if s.when in REMOVABLE)
+    """The time of the checks that `install()` or `unflatten_safe` removes."""
+    return sum(s.seconds for s in prof.sites if removable(s))
 
 
 def headline(prof: Totals) -> str:
@@ -173,11 +288,15 @@ def headline(prof: Totals) -> str:
     checks = prof.check_seconds
     if not prof.sites:
         return f"no typecheck ran ({_seconds(wall)} run)"
-    removable = removable_seconds(prof)
-    return (
+    text = (
         f"typechecks took {_percent(checks, wall)} of the run ({_seconds(checks)} of "
-        f"{_seconds(wall)}); {_percent(removable, checks)} of that is removable"
+        f"{_seconds(wall)}); {_percent(removable_seconds(prof), checks)} of that is "
+        "removable"
     )
+    unclear = sum(s.seconds for s in prof.sites if s.when == "unclear")
+    if unclear:
+        text += f', and {_percent(unclear, checks)} may be ("unclear": see its fix)'
+    return text
 
 
 def _shown(name: str) -> str:
@@ -189,6 +308,8 @@ def _label(site: Site) -> str:
     text = f"{_shown(site.name)} ({site.checker})"
     if site.jitted:
         text += f" in {_shown(site.jitted)}"
+    if site.failed:
+        text += f" [{site.failed} failed]"
     if len(site.threads) > 1 or (site.threads and "MainThread" not in site.threads):
         text += f" [threads: {', '.join(sorted(site.threads))}]"
     return text
@@ -207,7 +328,13 @@ def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
     )
 
 
-def format_text(prof: Totals, top: int | None = 20) -> str:
+def format_text(
+    prof: Totals, top: int | None = 20, more: str = "report(top=0) lists them all"
+) -> str:
+    """The report as text. `top`: how many sites to list (`None` or 0: all); `more`:
+    how to list the others, in the words of whoever asked (the command line's
+    `--top 0`, the API's `report(top=0)`)."""
+    top = validate_top(top)
     sites = prof.sites
     shown = sites if top is None else sites[:top]
     wall = prof.wall_seconds
@@ -231,7 +358,7 @@ def format_text(prof: Totals, top: int | None = 20) -> str:
         lines.append(
             f"    ({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
             f"{sum(s.count for s in rest)} checks, "
-            f"{_seconds(sum(s.seconds for s in rest))}: --top to see them)"
+            f"{_seconds(sum(s.seconds for s in rest))}: {more})"
         )
     lines.append("")
     lines.append("fixes:")
@@ -246,8 +373,7 @@ def format_text(prof: Totals, top: int | None = 20) -> str:
                 "  ",
                 f"(not counted: {prof.setup_probes} isinstance "
                 f"probe{'s' if prof.setup_probes != 1 else ''} that checkers ran on "
-                f"their own annotations while decorating, "
-                f"{_seconds(prof.setup_probe_seconds)})",
+                "their own annotations while decorating)",
             )
         )
     tests = _tests(prof)
@@ -293,6 +419,10 @@ def to_dict(prof: Totals) -> dict[str, Any]:
                 "when": site.when,
                 "kind": site.kind,
                 "jitted": site.jitted,
+                "rebuild": site.rebuild,
+                "removable": removable(site),
+                "failed": site.failed,
+                "import_hook": site.hook,
                 "count": site.count,
                 "seconds": site.seconds,
                 "per_check_seconds": site.per_check,
@@ -311,7 +441,10 @@ def to_dict(prof: Totals) -> dict[str, Any]:
 
 _COLORS: Final = {
     "dispatch": "#d62728",
+    "compile": "#e377c2",
     "tree": "#ff7f0e",
+    "callback": "#8c564b",
+    "unclear": "#bcbd22",
     "construction": "#1f77b4",
     "eager": "#9467bd",
     "trace": "#7f7f7f",
@@ -326,6 +459,7 @@ def plot(prof: Totals, path: str, top: int | None = 20) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    top = validate_top(top)
     sites = list(prof.sites if top is None else prof.sites[:top])[::-1]
     fig, ax = plt.subplots(figsize=(9, 0.45 * max(len(sites), 2) + 1.5))
     labels = [

@@ -167,7 +167,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         type=int,
         default=20,
         metavar="N",
-        help="list the N sites that took the most time (default 20; 0: all)",
+        help="list the N sites that took the most time (default 20; 0: all of them)",
     )
     prof.add_argument("program", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return {"": parser, **sub.choices}
@@ -281,6 +281,8 @@ def _program(command: str, argv: list[str]) -> int:
     except ProgramError as e:
         return _error(command, str(e))
     args = _parse([command, *ours])
+    if command == "profile" and args.top < 0:
+        return _error(command, f"--top takes 0 (all sites) or more, got {args.top}")
     try:
         check(program, command)
     except ProgramError as e:
@@ -297,11 +299,12 @@ def _program(command: str, argv: list[str]) -> int:
         _install()
     prof = Profile()
     prof.program = program.display
+    prof._before_program = True  # we see every jitted callable the program makes
     with prof:
         code = run_program(program, command)
-    top = args.top if args.top > 0 else None
+    top = args.top or None
     sys.stdout.flush()
-    print(format_text(prof, top=top), file=sys.stderr)
+    print(format_text(prof, top=top, more="--top 0 lists them all"), file=sys.stderr)
     try:
         if args.json is not None:
             with open(args.json, "w") as f:

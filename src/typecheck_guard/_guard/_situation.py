@@ -1,0 +1,350 @@
+"""How a check was reached: the one classification the runtime guard and the profiler
+share, so that the two count the same test the same way.
+
+Every check is filed in one *window*, the stretch of the program it runs in, which
+says how often it runs and what removes it:
+
+| window | what ran the check | how often | what removes it |
+| --- | --- | --- | --- |
+| `dispatch` | a call of a jitted function, outside tracing: JAX rebuilding its output (or a library's dispatch code) | every call | `install()` / `unflatten_safe` for a rebuild |
+| `compile` | JAX's tree code while it traces or compiles a jitted call: rebuilding the inputs from tracers, the outputs with placeholder leaves for their key paths, re-flattening them for its fast path | once per compilation | `install()` / `unflatten_safe` for a rebuild |
+| `tree` | JAX rebuilding a tree in a tree operation (`jax.tree.map`, ...) | every operation | `install()` / `unflatten_safe` |
+| `callback` | the function of a host callback | every run of the callback | moving the check |
+| `trace` | your code, while JAX traces it | once per compilation | nothing: the check you asked for |
+| `construction` | your code building a checked object | every construction | nothing |
+| `eager` | your code calling a checked function | every call | the PyTree cache, for `PyTree[...]` |
+
+A rebuild is a rebuild whether or not JAX is tracing: what tells the windows apart
+is when it runs, and what removes it is the same. We decide the window once, when a
+check starts, from the Python stack below it (`situation`): JAX's tracing state, our
+jitted-call wrappers (`_jitwrap.Jitted`, `unflatten_safe(jitted)`), the host-callback
+trampolines we wrap (`_callbacks`), the two functions of a jitted call's first run
+that unflatten once per compilation, and the caller of the checked function
+(`is_rebuild`). The runtime guard flags `dispatch` (and `callback` when asked); the
+profiler reports every window.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from types import CodeType, FrameType
+from typing import Any, Final, NamedTuple
+
+from .._compat._checkers import BEARTYPE_PREFIX
+from .._unflatten import _frames, _state
+from . import _detect
+
+__all__ = [
+    "WHENS",
+    "Situation",
+    "caller_of",
+    "is_rebuild",
+    "register_callback",
+    "register_jitted",
+    "situation",
+]
+
+WHENS: Final = (
+    "dispatch",
+    "compile",
+    "tree",
+    "callback",
+    "trace",
+    "construction",
+    "eager",
+)
+
+# The functions of a jitted call's first (cache-miss) call that unflatten its inputs
+# or outputs once per compilation, outside tracing proper: `jax.jit` computes the key
+# paths of its inputs and outputs (`_infer_params`; the outputs are rebuilt with
+# placeholder leaves, which a typechecked class fails on, and JAX swallows the
+# error) and re-flattens the outputs for its C++ fast path (`_get_fastpath_data`).
+# (The output unflatten of that first call, `_run_python_pjit`, is the one every
+# call repeats: `dispatch`.)
+_ONCE_PER_COMPILATION: Final = frozenset({"_infer_params", "_get_fastpath_data"})
+
+
+class Situation(NamedTuple):
+    """How one check was reached."""
+
+    when: str
+    """The window (`WHENS`)."""
+    jitted: str | None
+    """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile` and
+    `trace`, when one of our wrappers made it; the callback
+    (`jax.pure_callback(module.f)`) in `callback`."""
+    rebuild: bool
+    """Whether JAX rebuilding a tree ran the check (`is_rebuild`)."""
+
+
+# Code objects that mark a frame: our jitted-call wrappers' `__call__` (-> "jitted"
+# or "unflatten_safe") and the host-callback trampoline (`_watch.watch_callback`).
+_jitted_codes: dict[CodeType, str] = {}
+_callback_codes: set[CodeType] = set()
+
+
+def register_jitted(code: CodeType, what: str) -> None:
+    """`code` is the `__call__` of a wrapper around a jitted callable, whose `self`
+    names it (`_jitwrap.Jitted`: "jitted")."""
+    _jitted_codes[code] = what
+
+
+def register_callback(code: CodeType) -> None:
+    """`code` runs a host callback, with `primitive` and `callback` in its locals
+    (`_watch.watch_callback`)."""
+    _callback_codes.add(code)
+
+
+class _Dirs(NamedTuple):
+    skip: tuple[str, ...]  # checker libraries and us: not "the caller"
+    jax: tuple[str, ...]
+    callback_files: frozenset[str]
+
+
+def _package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
+    import importlib.util
+
+    out = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            out.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
+    return tuple(out)
+
+
+@functools.cache
+def _dirs() -> _Dirs:
+    import importlib
+
+    from .._unflatten import _safe
+
+    register_jitted(_safe._GuardedCall.__call__.__code__, "unflatten_safe")
+    ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+    files = []
+    # Where JAX runs host callbacks without our trampoline in between (a callback
+    # compiled before the guard's patches): private modules, so a move only costs
+    # us the label.
+    for name in ("jax._src.callback", "jax._src.debugging"):
+        try:
+            files.append(importlib.import_module(name).__file__)
+        except ImportError:
+            pass
+    return _Dirs(
+        skip=(*_package_dirs(("jaxtyping", "beartype", "typeguard")), ours),
+        jax=_package_dirs(("jax", "jaxlib")),
+        callback_files=frozenset(f for f in files if f is not None),
+    )
+
+
+def _instance(frame: FrameType) -> Any:
+    """The first argument of the checked call at `frame` (`self`, for a
+    constructor)."""
+    local = frame.f_locals
+    args = local.get("args")
+    if isinstance(args, tuple) and args:
+        return args[0]
+    code = frame.f_code
+    if code.co_argcount:
+        return local.get(code.co_varnames[0])
+    return None
+
+
+_CONSTRUCTION: Final = frozenset({"__init__", "__post_init__"})
+
+
+def caller_of(frame: FrameType, what: str) -> FrameType | None:
+    """The frame that made the checked call at `frame`: the first frame below it that
+    is neither checker code nor ours (a dispatch frame of ours counts: it is where
+    JAX's C++ dispatch was called from) and, for a constructor, not the object's own
+    `__init__` / `__post_init__` (a dataclass `__init__` calls its checked
+    `__post_init__`)."""
+    skip = _dirs().skip
+    instance = _instance(frame) if what == "constructor" else None
+    f = frame.f_back
+    while f is not None:
+        code = f.f_code
+        if _frames.kind(code) != _frames.NONE:
+            return f
+        filename = code.co_filename
+        if filename.startswith(skip) or filename.startswith(BEARTYPE_PREFIX):
+            f = f.f_back
+            continue
+        if (
+            instance is not None
+            and code.co_name in _CONSTRUCTION
+            and code.co_argcount
+            and f.f_locals.get(code.co_varnames[0]) is instance
+        ):
+            f = f.f_back
+            continue
+        return f
+    return None
+
+
+# The innermost code of every registered Python unflatten function, refreshed when
+# the registry grows.
+_unflatten_codes: set[CodeType] = set()
+_registry_seen = -1
+
+
+def _innermost_code(fn: Any) -> CodeType | None:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)
+    for _ in range(16):  # peel checker layers (`__wrapped__`) down to the function
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = getattr(inner, "__func__", inner)
+    code = getattr(fn, "__code__", None)
+    return code if isinstance(code, CodeType) else None
+
+
+def registered_unflatten(code: CodeType) -> bool:
+    """Whether `code` is a registered class's Python unflatten function (under its
+    checker layers)."""
+    global _registry_seen
+    from .._compat._jax import registry, registry_items
+
+    if len(registry()) != _registry_seen:
+        items = registry_items()
+        for _, entry in items:
+            found = _innermost_code(getattr(entry, "from_iter", None))
+            if found is not None:
+                _unflatten_codes.add(found)
+        _registry_seen = len(items)
+    return code in _unflatten_codes
+
+
+def is_rebuild(
+    cls: type | None, what: str, caller: FrameType | None, body: Any = None
+) -> bool:
+    """Is this check JAX rebuilding a tree (unflattening a registered class)?
+
+    The one question whose answer decides a check's fix: `install()` and
+    `unflatten_safe` remove exactly these. The rules, first decisive:
+
+    1. `install()`'s own mark, "JAX is unflattening `cls` right now", set by the
+       wrapper it registers in place of the class's unflatten function
+       (`_unflatten._state`): only JAX calls what its registry holds, so a check of
+       `cls`'s constructor under that mark is a rebuild. (A guard clears the mark for
+       the body of the construction it skips; a check that still runs under it is
+       one `install()` could not skip: a checker under a decorator that is not one.)
+    2. A constructor (`__init__` / `__post_init__`) whose caller is JAX's tree code
+       or the frame that called a jitted function's C++ dispatch
+       (`_unflatten._frames`, the facts `unflatten_safe` decides by): the C++
+       unflatten leaves no frame of its own, so the constructor's caller is the last
+       Python frame before it.
+    3. A check whose caller is a registered Python unflatten function (a
+       `tree_unflatten` that calls `cls(...)`, or checks a `PyTree[...]` itself).
+    4. A checked function that *is* a registered unflatten function, called by JAX's
+       tree code or from a jitted call's dispatch.
+
+    Anything else is not: `jax.tree.map(MyClass, xs)` is JAX calling your class as a
+    function, a construction. A C++ unflatten of a jitted call that none of our
+    wrappers saw looks like your code calling the class: rule 2 cannot see it, and
+    the profiler says so rather than guess (`_profile/_engine.py`).
+    """
+    if what == "constructor" and cls is not None and _state.marks.state[0] is cls:
+        return True
+    if caller is None:
+        return False
+    code = caller.f_code
+    kind = _frames.kind(code)
+    if what == "constructor" and kind != _frames.NONE:
+        return True
+    if registered_unflatten(code):
+        return True
+    if kind != _frames.NONE and body is not None:
+        body_code = _innermost_code(body)
+        return body_code is not None and registered_unflatten(body_code)
+    return False
+
+
+def _jit_disabled() -> bool:
+    jax = sys.modules.get("jax")
+    return bool(jax is not None and jax.config.jax_disable_jit)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def jitted_name(frame: FrameType, what: str) -> str:
+    """The name of the jitted callable whose wrapper's `__call__` runs at `frame`."""
+    obj = frame.f_locals.get("self")
+    if what == "unflatten_safe":
+        obj = getattr(obj, "__wrapped__", None)
+    transform = getattr(obj, "_typecheck_guard_transform", None)
+    if transform is not None:
+        return _detect.describe_jitted(
+            transform,
+            obj._typecheck_guard_fun,  # pyright: ignore[reportOptionalMemberAccess]
+            frame.f_back,
+        )
+    fun = getattr(obj, "__wrapped__", obj)
+    return f"jax.jit({_detect.qualified(fun)})"
+
+
+def callback_name(frame: FrameType) -> str:
+    """`jax.pure_callback(module.f)`, from the locals of `_watch.watch_callback`."""
+    local = frame.f_locals
+    fn = _detect.callback_function(local.get("callback"))
+    return f"{local.get('primitive', 'host callback')}({_detect.qualified(fn)})"
+
+
+def situation(
+    frame: FrameType, what: str, cls: type | None = None, body: Any = None
+) -> tuple[Situation, FrameType | None]:
+    """How the check starting at `frame` was reached, and its caller (`caller_of`).
+    Runs once per check, when it starts; `what` is `"constructor"`, `"function"` or
+    `"isinstance"` (`_detect._kind_of`), `cls` the class a constructor builds and
+    `body` the checked function."""
+    dirs = _dirs()
+    is_tracing = _detect._is_tracing
+    traced = is_tracing is not None and is_tracing()
+    jitted: tuple[FrameType, str] | None = None
+    callback: FrameType | None = None
+    in_callback = False
+    compiling = False
+    f = frame.f_back
+    while f is not None:
+        code = f.f_code
+        what_jit = _jitted_codes.get(code)
+        if what_jit is not None:
+            jitted = (f, what_jit)  # keep walking: the outermost one is the user's
+        elif code in _callback_codes:
+            if callback is None:
+                callback = f
+            in_callback = True
+        elif code.co_filename in dirs.callback_files:
+            in_callback = True
+        elif (
+            jitted is None
+            and code.co_name in _ONCE_PER_COMPILATION
+            and code.co_filename.startswith(dirs.jax)
+        ):
+            compiling = True
+        f = f.f_back
+    caller = caller_of(frame, what)
+    rebuild = is_rebuild(cls, what, caller, body)
+    name = jitted_name(*jitted) if jitted is not None else None
+    if in_callback and not traced:
+        when = "callback"
+        name = callback_name(callback) if callback is not None else None
+    elif traced or compiling:
+        # JAX's own tree code (rebuilding, or flattening: a pytree node's checked
+        # flatten function, a library's internals under jaxtyping's import hook) is
+        # not the user's traced code.
+        by_jax = rebuild or (
+            caller is not None and _frames.kind(caller.f_code) == _frames.TREE
+        )
+        when = "compile" if by_jax else "trace"
+    elif jitted is not None and not _jit_disabled():
+        when = "dispatch"
+    elif rebuild:
+        dispatched = caller is not None and (
+            _frames.kind(caller.f_code) == _frames.DISPATCH
+        )
+        when = "dispatch" if dispatched else "tree"
+    else:
+        when = "construction" if what == "constructor" else "eager"
+    return Situation(when, name, rebuild), caller

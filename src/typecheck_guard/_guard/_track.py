@@ -1,0 +1,302 @@
+"""Following checks as they start and end: one `Tracker` per watched thread (the
+profiler) or per watched call (the runtime guard's `Window`), fed by either backend
+(a profile function on Python 3.11 and older, `sys.monitoring` on 3.12+).
+
+A check is what a checker runs around one call: jaxtyping's `wrapped_fn` (argument
+binding, its shape memo, the argument and return checks), beartype's generated
+wrapper, typeguard's wrapper, `isinstance(x, PyTree[...])`. Its time is the
+checker's own: the checked function's *body*, which the checker calls once the
+arguments passed, is not part of it. Checks nest: a check that starts inside the
+body of another is its own check, with its own time and its own window
+(`_situation`); checker code entered anywhere else inside a check (beartype under
+jaxtyping, the `PyTree` check under beartype) is part of it. So a tracker keeps a
+stack of open checks; everything but the profile function's `event` runs only when
+checker code or a body starts or returns.
+
+A check *failed* when it raised from its own code (not from its body): JAX swallows
+some of these (the placeholder leaves of a first call's key paths), and the time
+the checker spent building its error message is real time.
+"""
+
+from __future__ import annotations
+
+import dis
+from types import CodeType, FrameType
+from typing import Any, Final
+
+from . import _detect
+
+__all__ = ["Open", "Tracker"]
+
+# A frame that returned normally stopped on one of these (a profile function's
+# "return" event does not say whether the frame raised).
+_RETURNS: Final = frozenset(
+    dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap
+)
+
+
+def raised(frame: FrameType) -> bool:
+    """Whether `frame`, at its profile function's "return" event, is unwinding."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] not in _RETURNS
+    except (IndexError, ValueError):
+        return False
+
+
+class Open:
+    """A check in progress."""
+
+    __slots__ = (
+        "frame",
+        "body",
+        "in_body",
+        "paused_at",
+        "start",
+        "checkers",
+        "static",
+        "pytree",
+        "ignore",
+        "body_raised",
+        "fast",
+        "known",
+        "data",
+    )
+
+    def __init__(
+        self,
+        frame: FrameType,
+        checker: str,
+        body: CodeType | None = None,
+        static: bool = False,
+        pytree: bool = False,
+        ignore: bool = False,
+        data: Any = None,
+    ):
+        self.frame = frame
+        self.body = body
+        """The code of the checked function, whose run is not the check's time."""
+        self.in_body: Any = None
+        """While the body runs: the frame whose return ends it."""
+        self.paused_at = 0.0
+        self.start = 0.0
+        self.checkers = [checker]
+        self.static = static
+        """The checkers were read from the checked function's layers: don't add the
+        ones entered inside."""
+        self.pytree = pytree
+        self.ignore = ignore
+        """Follow it (its inner checker code is part of it) but report nothing."""
+        self.body_raised = False
+        self.fast = False
+        """The profiler's 3.11 fast path runs this check without the profile
+        function (`_profile/_engine.py`)."""
+        self.known: set[int] = set()
+        """Kinds of checker code entered inside it that can tell us nothing more
+        (its name is in `checkers`, and for `isinstance`, `pytree` is set)."""
+        self.data = data
+
+
+class Tracker:
+    """The open checks of one thread (or one watched call). Subclasses decide what a
+    check is (`open`) and what to do with a finished one (`finish`)."""
+
+    # Class-level defaults: a tracker that sees no check (the common case for a
+    # window) is created without setting any attribute.
+    _stack: list[Open] | tuple[()] = ()
+    # The frame whose return the profile function waits for: the innermost open
+    # check's body while it runs, else that check's frame.
+    _waiting: Any = None
+
+    def open(self, frame: FrameType, kind: int) -> Open | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def finish(
+        self, check: Open, seconds: float, failed: bool
+    ) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def event(
+        self, frame: FrameType, event: str, arg: Any, _get: Any = _detect._kinds.get
+    ) -> None:
+        # The profile function (Python 3.11 and older): called for every Python and C
+        # call and return while it is on, so it does as little as it can: one dict
+        # lookup per call, one identity test per return
+        # (`benchmarks/runtime_guard_overhead.py`).
+        if event == "call":
+            kind = _get(frame.f_code)
+            if kind is None:
+                kind = _detect._classify(frame.f_code)
+            if kind:
+                self.started(frame, kind)
+        elif frame is self._waiting and event == "return":
+            self.returned(frame, raised(frame))
+
+    def started(self, frame: FrameType, kind: int) -> bool:
+        """Checker code (or a body) of `kind` starts at `frame`. Returns whether a
+        check opened (the caller must then see `frame` return)."""
+        stack = self._stack
+        top = stack[-1] if stack else None
+        if kind == _detect._BODY:
+            if (
+                top is not None
+                and top.in_body is None
+                and frame.f_code is top.body
+                and not top.fast
+            ):
+                top.paused_at = _detect._clock()
+                top.in_body = self._waiting = frame
+            return False
+        if top is not None and top.in_body is None:
+            # Checker code inside a check, not in its body: part of it.
+            if not top.static and not top.ignore:
+                name = _detect._CHECKER_NAMES[kind]
+                if name not in top.checkers:
+                    top.checkers.append(name)
+            if kind == _detect._ISINSTANCE and not top.pytree:
+                top.pytree = _detect.is_pytree_check(frame.f_code)
+            if kind != _detect._ISINSTANCE or top.pytree:
+                top.known.add(kind)
+            return False
+        if (
+            kind == _detect._TYPEGUARD
+            and _detect._typeguard_suppression is not None
+            and _detect._typeguard_suppression.type_checks_suppressed
+        ):
+            return False
+        try:
+            check = self.open(frame, kind)
+        except Exception:  # never let the watching break the user's program
+            check = Open(frame, "?", ignore=True)
+        if check is None:
+            return False
+        if not stack:
+            self._stack = stack = []
+        stack.append(check)  # type: ignore[union-attr]
+        self._waiting = frame
+        self.opened(check)
+        check.start = _detect._clock()
+        return True
+
+    def opened(self, check: Open) -> None:
+        """Called once a check is on the stack, before its clock starts."""
+
+    def returned(self, frame: FrameType, failed: bool) -> None:
+        stack = self._stack
+        if not stack:
+            return
+        top = stack[-1]
+        if frame is top.in_body:
+            # The body ran from `paused_at` to now: not the check's time.
+            top.start += _detect._clock() - top.paused_at
+            top.in_body = None
+            top.body_raised = failed
+            self._waiting = top.frame
+        elif frame is top.frame:
+            self.close(top, failed and not top.body_raised)
+
+    def close(self, top: Open, failed: bool, end: float | None = None) -> None:
+        """End the innermost open check `top` (at `end`, by `_detect._clock`, or
+        now)."""
+        seconds = (_detect._clock() if end is None else end) - top.start
+        stack = self._stack
+        stack.pop()  # type: ignore[union-attr]
+        self._waiting = (stack[-1].in_body or stack[-1].frame) if stack else None
+        if not top.ignore:
+            self.finish(top, seconds, failed)
+
+    def pause(self, top: Open, frame: Any) -> None:
+        """The body of `top` starts now (called by hooks that see it start without
+        a profile event); `frame` is what `resume` will be called with."""
+        top.paused_at = _detect._clock()
+        top.in_body = self._waiting = frame
+
+    def resume(self, top: Open, failed: bool) -> None:
+        top.start += _detect._clock() - top.paused_at
+        top.in_body = None
+        top.body_raised = failed
+        self._waiting = top.frame
+
+
+_hooks: dict[str, str | None] = {}
+
+
+def import_hook_of(module: str | None) -> str | None:
+    """`"equinox"` when jaxtyping's import hook (`--jaxtyping-packages=equinox,...`)
+    instrumented `module`, else `None`. Remembered per module."""
+    if not module:
+        return None
+    try:
+        return _hooks[module]
+    except KeyError:
+        pass
+    from .._compat._jaxtyping import import_hook_packages
+
+    packages = import_hook_packages(module)
+    found = None if packages is None else ",".join(packages) or module
+    if len(_hooks) < 10_000:
+        _hooks[module] = found
+    return found
+
+
+class Window(Tracker):
+    """Watches one call of a jitted function (or one host callback), on the calling
+    thread or task: the runtime guard's tracker.
+
+    `event` is the profile function of the `sys.setprofile` backend; the
+    `sys.monitoring` backend calls `started` and `returned` itself. It keeps the
+    checks of the windows the guard flags, `dispatch` and `callback`
+    (`_situation`); a check while JAX traces or compiles is followed (what it calls
+    is part of it) but not kept, and so is a check that `unflatten_safe` runs on
+    purpose, the first time its verdict cache sees a signature.
+    """
+
+    checks: tuple[_detect.Check, ...] | list[_detect.Check] = ()
+    # Set on the window of a host callback: every check it sees is a "callback".
+    callback = False
+    # Callback sites to raise for after the call (`_watch`): `{site: [...]}`.
+    callback_tally: dict[Any, list[Any]] | None = None
+
+    def open(self, frame: FrameType, kind: int) -> Open | None:
+        from . import _situation
+
+        is_tracing = _detect._is_tracing
+        if is_tracing is not None and is_tracing():
+            return None  # never flagged: everything below is traced too
+        if _detect._deliberate(frame):
+            return Open(frame, "", ignore=True)
+        described = _detect.describe(frame, kind)
+        if described is None:
+            return None
+        situation, _ = _situation.situation(frame, described.what, None, described.body)
+        if situation.when in ("compile", "trace"):
+            return Open(frame, "", ignore=True)
+        body = described.body
+        code = body.__code__ if body is not None else None
+        if code is not None and _detect._kinds.get(code) != _detect._BODY:
+            _detect._watch_body(code)
+        first = _detect._first(described.checked, body)
+        return Open(
+            frame,
+            described.checker,
+            code,
+            static=described.static,
+            pytree=described.pytree,
+            data=(described, situation, first),
+        )
+
+    def finish(self, check: Open, seconds: float, failed: bool) -> None:
+        described, situation, first = check.data
+        module = getattr(described.body, "__module__", None)
+        found = _detect.Check(
+            described.checked,
+            " with ".join(check.checkers),
+            "callback" if self.callback else described.what,
+            seconds,
+            first,
+            failed=failed,
+            rebuild=situation.rebuild,
+            hook=import_hook_of(module),
+        )
+        if not self.checks:
+            self.checks = []
+        self.checks.append(found)  # type: ignore[union-attr]
