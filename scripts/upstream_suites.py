@@ -295,21 +295,25 @@ def read_junit(path: Path) -> dict[str, tuple[str, str]]:
 
 
 def run_suite(
-    name: str, root: Path, workdir: Path, install: bool, extra: list[str], timeout: int
+    name: str, root: Path, workdir: Path, mode: str, extra: list[str], timeout: int
 ) -> tuple[dict[str, tuple[str, str]], dict[str, object]]:
-    mode = "install" if install else "plain"
+    """Run the suite in `mode`: "plain", "install" (install() before collection) or
+    "warn" (our pytest plugin watching, `--typecheck-guard=warn`, no install())."""
+    install = mode == "install"
     junit = workdir / f"{name}-{mode}.xml"
     log = workdir / f"{name}-{mode}.log"
     report = workdir / f"{name}-{mode}.json"
     for p in (junit, report):
         p.unlink(missing_ok=True)
     env = dict(os.environ)
-    # Our own plugin (the pytest11 entry point) stays out of both runs.
     cmd = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-        "-p", "no:typecheck_guard", "-q", "-rA", f"--junitxml={junit}",
-        "-o", "junit_family=xunit2",
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+        f"--junitxml={junit}", "-o", "junit_family=xunit2",
     ]  # fmt: skip
+    # Our own plugin (the pytest11 entry point) stays out, except in warn mode.
+    cmd += (
+        ["--typecheck-guard=warn"] if mode == "warn" else ["-p", "no:typecheck_guard"]
+    )
     if install:
         cmd += ["-p", "_upstream_install"]
         env["PYTHONPATH"] = os.pathsep.join(
@@ -370,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, help="write every test's outcome in both runs here"
     )
+    parser.add_argument(
+        "--warn", action="store_true",
+        help="a third run, with the runtime guard's --typecheck-guard=warn (no "
+        "install()), compared with the plain one too",
+    )  # fmt: skip
     parser.epilog = "Arguments after `--` go to both pytest runs."
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -410,8 +419,13 @@ def main(argv: list[str] | None = None) -> int:
             src = sources(name, suite, version, given.get(name), cache, args.git)
             print(f"  sources: {src}")
             root = layout(name, suite, src, workdir)
-            plain, _ = run_suite(name, root, workdir, False, extra, args.timeout)
-            inst, info = run_suite(name, root, workdir, True, extra, args.timeout)
+            plain, _ = run_suite(name, root, workdir, "plain", extra, args.timeout)
+            inst, info = run_suite(name, root, workdir, "install", extra, args.timeout)
+            warned = (
+                run_suite(name, root, workdir, "warn", extra, args.timeout)[0]
+                if args.warn
+                else None
+            )
         except SetupError as e:
             problems.append(f"{name}: {e}")
             print(f"  {e}")
@@ -424,6 +438,17 @@ def main(argv: list[str] | None = None) -> int:
                 diff.append((test_id, a, b))
         rows.append((name, version, counts(plain), counts(inst), len(diff)))
         differences += [(name, *d) for d in diff]
+        if warned is not None:
+            warn_diff = [
+                (t, plain.get(t, ("absent", "")), warned.get(t, ("absent", "")))
+                for t in sorted(plain.keys() | warned.keys())
+                if plain.get(t, ("absent",))[0] != warned.get(t, ("absent",))[0]
+            ]
+            print(
+                f"  --typecheck-guard=warn: {counts(warned)} passed/failed/skipped, "
+                f"{len(warn_diff)} differing from plain"
+            )
+            differences += [(f"{name} [warn]", *d) for d in warn_diff]
         print(
             f"  install(): {len(info.get('adapted', []))} classes unflattened through "
             f"__new__, {len(info.get('marked', []))} through their own unflatten, "
@@ -440,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             "plain": plain,
             "install": inst,
             "install_report": info,
+            **({"warn": warned} if warned is not None else {}),
         }
 
     print(
