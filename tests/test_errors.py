@@ -17,6 +17,20 @@ from typecheck_guard._compat import (
 )
 
 
+def test_register_dataclass_decorator_form_with_bad_data_fields_alone():
+    with pytest.raises(TypeError) as caught:
+
+        @typecheck_guard.register_dataclass(data_fields=5)  # pyright: ignore[reportArgumentType]
+        @dataclasses.dataclass
+        class Fields:
+            x: int
+
+    message = str(caught.value)
+    assert message.startswith("typecheck_guard.register_dataclass(")
+    assert "data_fields must be a sequence of field names, got 5 of type int" in message
+    assert "Write data_fields=['x', 'y']" in message
+
+
 def test_register_dataclass_on_a_non_class():
     with pytest.raises(TypeError, match=r"expects a class, got 3") as info:
         typecheck_guard.register_dataclass(3)  # pyright: ignore[reportCallIssue, reportArgumentType]

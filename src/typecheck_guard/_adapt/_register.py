@@ -107,6 +107,11 @@ def plan(
             NOT_A_CLASS.format(obj=cls, name=getattr(cls, "__name__", "MyClass"))
         )
     name = cls.__qualname__
+    # What is given must be names, before "give both or neither" (`data_fields=5`
+    # alone is wrong twice; say the worse first).
+    for arg, value in (("data_fields", data_fields), ("meta_fields", meta_fields)):
+        if value is not None:
+            _names(name, arg, value)
     if data_fields is None or meta_fields is None:
         if (data_fields is None) != (meta_fields is None):
             raise TypeError(
