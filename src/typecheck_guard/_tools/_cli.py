@@ -48,10 +48,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         description="Measure, on this machine, what typechecking costs per call, as "
         "the ratio to jaxtyping_disable=True, with no plugin, with unflatten_safe and "
         "with install(). Scenarios: flax-state (a jitted step returning a jaxtyped "
-        "flax.struct state), ten-floats (10 floats through jit as raw arrays, an "
-        "eqx.Module, a flax.struct and a custom pytree node), nnx (a Flax NNX train "
-        "step), trainstate (flatten + unflatten of a ResNet-50 TrainState), eager (a "
-        "PyTree[...] check outside jit). A scenario whose library is not installed is "
+        "flax.struct state), other-states (the same step returning a custom pytree "
+        "node and a flax.struct with a __post_init__), ten-floats (10 floats through "
+        "jit as raw arrays, an eqx.Module, a flax.struct and a custom pytree node), "
+        "nnx (a Flax NNX train step), trainstate (flatten + unflatten of a ResNet-50 "
+        "TrainState), pax (flatten + unflatten of a ResNet-50 of custom nodes, as in "
+        "PAX), eager (a PyTree[...] check outside jit). A scenario whose library is "
+        "not installed is "
         "skipped, with the reason. Measured interleaved in one process: the median "
         "round, and the lowest and highest.",
     )
