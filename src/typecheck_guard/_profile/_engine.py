@@ -71,22 +71,11 @@ _checker_dirs: tuple[str, ...] = ()
 _disabled: set[int] = set()
 
 
-def _dirs(names: tuple[str, ...]) -> tuple[str, ...]:
-    import importlib.util
-
-    out = []
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            out.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
-    return tuple(out)
-
-
 def _prepare() -> None:
     global _checker_dirs
     if not _detect._known:  # the guard has not prepared them yet
         _detect.prepare()
-    _checker_dirs = _dirs(("jaxtyping", "beartype", "typeguard"))
+    _checker_dirs = _situation._package_dirs(("jaxtyping", "beartype", "typeguard"))
     _clear_kinds()
     _disabled.clear()
 
