@@ -70,17 +70,17 @@ def test_typeguard4_checks_every_unflatten_without_us():
     assert peel(Custom.__init__).checkers == ("typeguard",)
 
 
-@pytest.mark.allow_runtime_typechecks  # the unguarded calls check on purpose
-def test_install_leaves_a_handwritten_typeguard4_init_to_jax(installed):
+@pytest.mark.allow_runtime_typechecks  # the constructions check on purpose
+def test_install_marks_a_handwritten_typeguard4_init(installed):
     # typeguard 4 instruments source it can read, so its dataclasses carry a
     # handwritten `__init__`: `install()` can't prove that building through `__new__`
-    # gives the same object, so it leaves the class to JAX and says so;
-    # `unflatten_safe` covers its unflattens.
+    # gives the same object, so it registers the class's own unflatten, marked, and
+    # the check of exactly the construction JAX's unflatten makes is skipped.
     Node = _classes().make_struct()
-    assert typecheck_guard._adapt._register.adapted_how(Node) is None
-    (record,) = [r for r in typecheck_guard.unadapted() if r.cls is Node]
-    assert "__init__" in record.reason
-    step = typecheck_guard.unflatten_safe(jax.jit(lambda n: n.replace(x=n.x * n.scale)))
+    why = typecheck_guard._adapt._register.marked_why(Node)
+    assert why is not None and "__init__" in why
+    assert not [r for r in typecheck_guard.unadapted() if r.cls is Node]
+    step = jax.jit(lambda n: n.replace(x=n.x * n.scale))
     state = step(Node(jnp.ones(3), 0.5))
     checks, state = count_checks(run_cached, step, state, 20)
     assert checks == 0
