@@ -44,7 +44,9 @@ from typecheck_guard._tools._bench._scenarios import (
 )
 
 
-def _time(run: Any, n: int, *, disabled: bool = False, prof: Any = None) -> float:
+def time_per_call(
+    run: Any, n: int, *, disabled: bool = False, prof: Any = None
+) -> float:
     """Seconds per call of `run(n)`. With `prof`, inside that profile, after one
     call that is not timed (attaching the profiler re-instruments the code that runs
     next on Python 3.12+, a one-time cost we leave out of the steady state): the
@@ -65,7 +67,7 @@ def _time(run: Any, n: int, *, disabled: bool = False, prof: Any = None) -> floa
                 prof.stop()
                 prof.timed_seconds = prof.check_seconds - before[0]
                 prof.timed_checks = sum(s.count for s in prof.sites) - before[1]
-            return elapsed
+            return elapsed / n
         finally:
             gc.enable()
 
@@ -74,16 +76,16 @@ def measure(
     run: Any, rounds: int, calls: int, switchable: bool = True
 ) -> dict[str, float]:
     for _ in range(2):  # trace, compile, first checks
-        _time(run, 1)
-        _time(run, 1, disabled=True)
+        time_per_call(run, 1)
+        time_per_call(run, 1, disabled=True)
         with typecheck_guard.profile():
             run(1)
     overhead, accuracy, per_a, per_b, per_c, reported = [], [], [], [], [], []
     for _ in range(rounds):
-        a = _time(run, calls) / calls
+        a = time_per_call(run, calls)
         prof = typecheck_guard.profile()
-        b = _time(run, calls, prof=prof) / calls
-        c = _time(run, calls, disabled=True) / calls
+        b = time_per_call(run, calls, prof=prof)
+        c = time_per_call(run, calls, disabled=True)
         checks = prof.timed_seconds / calls
         overhead.append(b / a)
         accuracy.append(checks / (a - c) if switchable and a > c else float("nan"))

@@ -30,7 +30,6 @@ they claim, on a program with known counts.
 """
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -48,35 +47,11 @@ from typing import Any
 # annotations in the module's globals, and silently checks nothing when it can't.
 from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
 
+# The overhead benchmark's timing (benchmarks/ is on sys.path: this runs as a script).
+from profile_overhead import time_per_call as _time
+
 import typecheck_guard
-from typecheck_guard._tools._bench._measure import jaxtyping_disabled
 from typecheck_guard._tools._bench._scenarios import load_checker
-
-
-def _time(run: Any, n: int, *, disabled: bool = False, prof: Any = None) -> float:
-    """Seconds per call of `run(n)`. With `prof`, inside that profile, after one
-    call that is not timed (attaching the profiler re-instruments the code that runs
-    next on Python 3.12+, a one-time cost we leave out of the steady state): the
-    profile's checks of the timed calls are `prof.timed_seconds` and
-    `prof.timed_checks`."""
-    with jaxtyping_disabled(disabled):
-        gc.collect()
-        gc.disable()
-        try:
-            if prof is not None:
-                prof.start()
-                run(1)
-                before = prof.check_seconds, sum(s.count for s in prof.sites)
-            start = time.perf_counter()
-            run(n)
-            elapsed = time.perf_counter() - start
-            if prof is not None:
-                prof.stop()
-                prof.timed_seconds = prof.check_seconds - before[0]
-                prof.timed_checks = sum(s.count for s in prof.sites) - before[1]
-            return elapsed / n
-        finally:
-            gc.enable()
 
 
 def _workloads(checker: Any, leaves: int) -> dict[str, tuple[Any, int]]:
