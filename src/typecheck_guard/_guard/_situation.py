@@ -39,6 +39,7 @@ from . import _detect
 __all__ = [
     "WHENS",
     "Situation",
+    "built_class",
     "caller_of",
     "is_rebuild",
     "register_callback",
@@ -149,6 +150,15 @@ def _instance(frame: FrameType) -> Any:
     if code.co_argcount:
         return local.get(code.co_varnames[0])
     return None
+
+
+def built_class(frame: FrameType, what: str) -> type | None:
+    """The class of the instance a constructor check at `frame` builds (`None`
+    for other checks)."""
+    if what != "constructor":
+        return None
+    instance = _instance(frame)
+    return type(instance) if instance is not None else None
 
 
 _CONSTRUCTION: Final = frozenset({"__init__", "__post_init__"})

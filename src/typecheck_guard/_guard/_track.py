@@ -267,7 +267,9 @@ class Window(Tracker):
         described = _detect.describe(frame, kind)
         if described is None:
             return None
-        situation, _ = _situation.situation(frame, described.what, None, described.body)
+        # The class too, so that `install()`'s mark decides as it does for the profile.
+        cls = _situation.built_class(frame, described.what)
+        situation, _ = _situation.situation(frame, described.what, cls, described.body)
         if situation.when in ("compile", "trace"):
             return Open(frame, "", ignore=True)
         body = described.body

@@ -449,10 +449,7 @@ class _Thread(Tracker):
         described = _detect.describe(frame, kind)
         if described is None:
             return None
-        cls = None
-        if described.what == "constructor":
-            instance = _situation._instance(frame)
-            cls = type(instance) if instance is not None else None
+        cls = _situation.built_class(frame, described.what)
         situation, _ = _situation.situation(frame, described.what, cls, described.body)
         if (
             situation.when == "construction"
