@@ -117,25 +117,18 @@ def scan_says(site: Site) -> str | None:
 
 def _install_fix(name: str, program: str | None) -> str:
     """How to run `program` under `install()`: the fix that edits no code first."""
-    before = f"before {name} is defined"
+    where = "first thing in your entry point"
     if program == "pytest" or (program or "").startswith("-m pytest"):
-        return (
-            "run pytest with --typecheck-guard-install, or call "
-            f"typecheck_guard.install() {before} (at the top of your conftest.py)"
-        )
-    if program and not program.startswith("-m "):
-        return (
-            f"run it with `typecheck-guard run {program}`, or call "
-            f"typecheck_guard.install() {before} (the first line of {program})"
-        )
-    if program:
-        return (
-            f"run it with `typecheck-guard run {program}`, or call "
-            f"typecheck_guard.install() {before} (first thing in your entry point)"
-        )
+        run = "run pytest with --typecheck-guard-install"
+        where = "at the top of your conftest.py"
+    elif program:
+        run = f"run it with `typecheck-guard run {program}`"
+        if not program.startswith("-m "):
+            where = f"the first line of {program}"
+    else:
+        run = "run the program with `typecheck-guard run`"
     return (
-        "run the program with `typecheck-guard run`, or call "
-        f"typecheck_guard.install() {before} (first thing in your entry point)"
+        f"{run}, or call typecheck_guard.install() before {name} is defined ({where})"
     )
 
 
