@@ -342,6 +342,18 @@ def run_suite(
     return read_junit(junit), extra_info
 
 
+def differing(
+    plain: dict[str, tuple[str, str]], other: dict[str, tuple[str, str]]
+) -> list[tuple[str, tuple[str, str], tuple[str, str]]]:
+    """(test id, plain outcome, other outcome) for each test whose outcome differs."""
+    absent = ("absent", "")
+    return [
+        (t, plain.get(t, absent), other.get(t, absent))
+        for t in sorted(plain.keys() | other.keys())
+        if plain.get(t, absent)[0] != other.get(t, absent)[0]
+    ]
+
+
 def counts(results: dict[str, tuple[str, str]]) -> str:
     c = Counter(outcome for outcome, _ in results.values())
     return "/".join(str(c[o]) for o in OUTCOMES)
@@ -430,25 +442,16 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{name}: {e}")
             print(f"  {e}")
             continue
-        diff = []
-        for test_id in sorted(plain.keys() | inst.keys()):
-            a = plain.get(test_id, ("absent", ""))
-            b = inst.get(test_id, ("absent", ""))
-            if a[0] != b[0]:
-                diff.append((test_id, a, b))
+        diff = differing(plain, inst)
         rows.append((name, version, counts(plain), counts(inst), len(diff)))
-        differences += [(name, *d) for d in diff]
+        differences += [(name, "install()", *d) for d in diff]
         if warned is not None:
-            warn_diff = [
-                (t, plain.get(t, ("absent", "")), warned.get(t, ("absent", "")))
-                for t in sorted(plain.keys() | warned.keys())
-                if plain.get(t, ("absent",))[0] != warned.get(t, ("absent",))[0]
-            ]
+            warn_diff = differing(plain, warned)
             print(
                 f"  --typecheck-guard=warn: {counts(warned)} passed/failed/skipped, "
                 f"{len(warn_diff)} differing from plain"
             )
-            differences += [(f"{name} [warn]", *d) for d in warn_diff]
+            differences += [(name, "warn", *d) for d in warn_diff]
         print(
             f"  install(): {len(info.get('adapted', []))} classes unflattened through "
             f"__new__, {len(info.get('marked', []))} through their own unflatten, "
@@ -475,10 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print("| " + " | ".join(map(str, row)) + " |")
     if differences:
-        print("\nDiffering outcomes (plain -> install()):")
-        for name, test_id, a, b in differences:
-            print(f"- {name}: {test_id}: {a[0]} -> {b[0]}")
-            for label, (outcome, message) in (("plain", a), ("install", b)):
+        print("\nDiffering outcomes (plain -> with the plugin):")
+        for name, mode, test_id, a, b in differences:
+            print(f"- {name} [{mode}]: {test_id}: {a[0]} -> {b[0]}")
+            for label, (outcome, message) in (("plain", a), (mode, b)):
                 if outcome in ("failed", "skipped") and message:
                     print(f"    {label}: {message[:300]}")
     for p in problems:
