@@ -1,5 +1,6 @@
 """Small helpers for tests: running jitted steps, counting checks, version skips."""
 
+import functools as ft
 from typing import Any
 
 import jax
@@ -117,3 +118,14 @@ def make_chex(typecheck: Any) -> Any:
             pass
 
     return C
+
+
+def passthrough(fn: Any) -> Any:
+    """A decorator that is not a checker: it calls `fn` and returns what it returns
+    (a logging or casting decorator, stripped to its shape)."""
+
+    @ft.wraps(fn)
+    def passing(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return passing

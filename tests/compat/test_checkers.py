@@ -3,7 +3,6 @@ a layer `peel` can take off (and `unflatten_safe` then guards), and the profiler
 which reads the code that runs, sees its checks too."""
 
 import dataclasses
-import functools as ft
 
 import jaxtyping
 import pytest
@@ -13,16 +12,8 @@ from jaxtyping import jaxtyped
 from typeguard import typechecked
 
 import typecheck_guard
+from helpers import passthrough
 from typecheck_guard._compat._checkers import checker_of, checks_switched_off, peel
-
-
-def _logged(fn):
-    @ft.wraps(fn)
-    def logged(*args, **kwargs):
-        return fn(*args, **kwargs)
-
-    return logged
-
 
 # typeguard 4.x instruments source it can find (module-level code), not these local
 # classes: its forms are in test_typeguard4.py.
@@ -116,7 +107,7 @@ def test_typeguard2_wrapper_is_recognised_by_its_code_not_its_name():
 
     assert other.__name__ == "other"
     assert checker_of(other) == "typeguard" == checker_of(wrapper)
-    assert checker_of(_logged(other)) is None
+    assert checker_of(passthrough(other)) is None
 
 
 def test_beartype_pep557_fields_setattr_is_a_checker_layer():
@@ -143,7 +134,7 @@ def test_beartype_pep557_fields_setattr_is_a_checker_layer():
 
 def test_a_foreign_layer_above_a_checker_is_not_peeled():
     class Logged:
-        @_logged
+        @passthrough
         @beartype
         def __init__(self, x: int):
             self.x = x

@@ -25,6 +25,7 @@ from flax import struct
 from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
+from helpers import passthrough
 from typecheck_guard._compat import _versions
 
 N_CALLS = 6
@@ -870,14 +871,6 @@ def beartype_checker():
     return beartype
 
 
-def _logged(init):
-    @ft.wraps(init)
-    def logged(self, *args, **kwargs):
-        return init(self, *args, **kwargs)
-
-    return logged
-
-
 def test_a_check_under_installs_mark_is_a_rebuild(installed, typecheck):
     # A checker under a decorator that is not one: install() registers the class's
     # unflatten marked ("JAX is unflattening Logged") but can't skip a check it
@@ -886,7 +879,7 @@ def test_a_check_under_installs_mark_is_a_rebuild(installed, typecheck):
     # that neither install() nor unflatten_safe removes.
     @jax.tree_util.register_pytree_node_class
     class Logged:
-        @_logged
+        @passthrough
         @jaxtyped(typechecker=typecheck)
         def __init__(self, x: Float[Array, " n"]):
             self.x = x
