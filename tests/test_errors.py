@@ -271,7 +271,9 @@ def _node_funnel():
     `register_dataclass` only where JAX's own unflatten calls `__init__`)."""
     from jax._src import tree_util as src
 
-    return getattr(src, "_register_pytree_node", None) or src.register_pytree_node
+    from typecheck_guard._adapt._jax import funnel_name
+
+    return getattr(src, funnel_name("register_pytree_node"))
 
 
 @pytest.mark.parametrize(

@@ -137,25 +137,25 @@ def _patch_names(
         setattr(module, name, new)
 
 
+def funnel_name(public: str) -> str:
+    """The name in `jax._src.tree_util` of the function every registration of a kind
+    goes through: `_register_pytree_node` / `_register_dataclass` from jax 0.11 on,
+    the public one before."""
+    from jax._src import tree_util as src
+
+    return f"_{public}" if hasattr(src, f"_{public}") else public
+
+
 def patch(stack: contextlib.ExitStack) -> None:
     import jax
     import jax.tree_util
     from jax._src import tree_util as src
 
     check("jax")
-    # The funnel of custom nodes: `_register_pytree_node` from jax 0.11 on.
-    node_name = (
-        "_register_pytree_node"
-        if hasattr(src, "_register_pytree_node")
-        else "register_pytree_node"
-    )
+    node_name = funnel_name("register_pytree_node")
     node_funnel = getattr(src, node_name)
     _params_ok(node_funnel, _NODE_PARAMS, f"jax._src.tree_util.{node_name}")
-    dataclass_name = (
-        "_register_dataclass"
-        if hasattr(src, "_register_dataclass")
-        else "register_dataclass"
-    )
+    dataclass_name = funnel_name("register_dataclass")
     dataclass_funnel = getattr(src, dataclass_name)
     _params_ok(
         dataclass_funnel, _DATACLASS_PARAMS, f"jax._src.tree_util.{dataclass_name}"
