@@ -8,7 +8,6 @@ these tests name each cause once, with a count of the checks that ran.
 import contextlib
 import dataclasses
 import functools as ft
-import importlib.metadata
 import sys
 from typing import Annotated, Protocol, runtime_checkable
 
@@ -20,13 +19,13 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+from typecheck_guard._compat import _versions
 
 # jaxtyping 0.2 checks a dataclass's fields after `__init__` without reading
 # `__no_type_check__`; 0.3 wraps `__init__` in its function wrapper, which reads it.
-_JAXTYPING_READS_NO_TYPE_CHECK = (
-    int(importlib.metadata.version("jaxtyping").split(".")[1]) >= 3
-    or int(importlib.metadata.version("jaxtyping").split(".")[0]) >= 1
-)
+_JAXTYPING_READS_NO_TYPE_CHECK = _versions.parse(
+    _versions.installed("jaxtyping") or "0"
+) >= _versions.parse("0.3")
 
 try:
     from beartype.vale import Is
