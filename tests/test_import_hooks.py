@@ -323,3 +323,99 @@ def test_checks_the_import_hook_added_to_a_library_say_so(pytester: pytest.Pytes
             "want checked.",
         ]
     )
+
+
+# A package of custom nodes under jaxtyping's import hook: the hook checks every
+# function, the node's own `tree_flatten` and `tree_unflatten` included, which JAX's
+# registry calls on every dispatch and rebuild. With `install()` those belong to the
+# rebuild, as the constructor's check does; what `__post_init__`'s body calls is the
+# body's, checked as without us.
+NODES = textwrap.dedent(
+    """
+    import dataclasses
+    import jax
+    from jaxtyping import Array, Float
+
+    @jax.tree_util.register_pytree_node_class
+    class Node:
+        def __init__(self, x: Float[Array, " n"], y: Float[Array, " n"]):
+            self.x = x
+            self.y = y
+
+        def tree_flatten(self) -> tuple[tuple[Float[Array, " n"], ...], None]:
+            return (self.x, self.y), None
+
+        @classmethod
+        def tree_unflatten(cls, aux: None, children: tuple) -> "Node":
+            return cls(*children)
+
+    def _size(x: Float[Array, " n"]) -> int:
+        return x.shape[0]
+
+    @dataclasses.dataclass
+    class Dataset:
+        x: Float[Array, " n"]
+        y: Float[Array, " n"]
+
+        def __post_init__(self) -> None:
+            if hasattr(self.x, "shape"):
+                self.n = _size(self.x)
+
+    jax.tree_util.register_pytree_node(
+        Dataset,
+        lambda d: ((d.x, d.y), None),
+        lambda aux, children: Dataset(*children),
+    )
+
+    @jax.jit
+    def step(node):
+        return Node(node.x + 1, node.y)
+
+    @jax.jit
+    def step_dataset(d):
+        return Dataset(d.x + 1, d.y)
+    """
+)
+
+
+# The helper that `__post_init__` calls checks at dispatch, with or without us.
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("with_install", [False, True])
+def test_an_import_hooked_nodes_own_flatten_and_unflatten(
+    tmp_path, monkeypatch, request, with_install
+):
+    if with_install:
+        request.getfixturevalue("installed")
+    name = f"hooked_nodes_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(NODES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with install_import_hook(name, "helpers.counted_beartype"):
+        mod = importlib.import_module(name)
+    try:
+        node = mod.step(mod.Node(jnp.ones(3), jnp.ones(3)))
+        data = mod.step_dataset(mod.Dataset(jnp.ones(3), jnp.ones(3)))
+        with pytest.raises(Exception, match="Type-check error"):
+            mod.Node(jnp.ones(3), jnp.ones((3, 3)))
+        with pytest.raises(Exception, match="Type-check error"):
+            mod.Node.tree_unflatten(None, (jnp.ones(3), "not an array"))
+        counted_beartype.calls = 0
+        mod._size(jnp.ones(3))
+        per_helper = counted_beartype.calls
+        counted_beartype.calls = 0
+        run_cached(mod.step, node, 10)
+        # Without install(): per call, the input's flatten and the output's
+        # unflatten and constructor; with it, none.
+        if with_install:
+            assert counted_beartype.calls == 0
+        else:
+            assert counted_beartype.calls >= 30
+        counted_beartype.calls = 0
+        run_cached(mod.step_dataset, data, 10)
+        # The helper that `__post_init__` calls stays checked, once per rebuild:
+        # the body runs, as without us, and what it calls is checked.
+        if with_install:
+            assert counted_beartype.calls == 11 * per_helper  # run_cached: 1 + 10
+        else:
+            assert counted_beartype.calls > 11 * per_helper
+    finally:
+        sys.modules.pop(name, None)

@@ -9,6 +9,8 @@ that ran. See `equinox/_module/_flatten.py` for the design we follow.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import keyword
 import linecache
@@ -130,14 +132,16 @@ def generate_dataclass_functions(
 
     getters_data = "".join(f"{get(n)}, " for n in data_fields)
     getters_meta = "".join(f"{get(n)}, " for n in meta_fields)
-    flatten_src = f"def flatten(node):\n    return ({getters_data}), ({getters_meta})\n"
+    # Children as a list, as JAX's own dataclass node gives them
+    # (`jax.tree_util.flatten_one_level`), aux data as a tuple of the meta values.
+    flatten_src = f"def flatten(node):\n    return [{getters_data}], ({getters_meta})\n"
     keyed = []
     for i, name in enumerate(data_fields):
         namespace[f"_key{i}"] = GetAttrKey(name)
         keyed.append(f"(_key{i}, {get(name)}), ")
     flatten_with_keys_src = (
         "def flatten_with_keys(node):\n"
-        f"    return ({''.join(keyed)}), ({getters_meta})\n"
+        f"    return [{''.join(keyed)}], ({getters_meta})\n"
     )
 
     # Each field's value, as an expression over the unflatten's locals.
@@ -151,8 +155,9 @@ def generate_dataclass_functions(
             tmp = [f"{prefix}{i}" for i in range(len(names))]
             unpack.append(f"    {', '.join(tmp)}, = {source}")
             values.update(zip(names, tmp, strict=True))
-    # What JAX's own unflatten does: `cls(**fields)`, data and meta fields by name.
-    passed = [*data_fields, *meta_fields]
+    # What JAX's own unflatten does: `cls(**fields)`, meta fields then data fields
+    # by name, in that order (an `__init__(**kwargs)` sees it, and so `vars()`).
+    passed = [*meta_fields, *data_fields]
     plain_args = [f"{n}={values[n]}" for n in passed if _plain(n)]
     odd = [f"{constant(n)}: {values[n]}" for n in passed if not _plain(n)]
     if odd:
@@ -194,6 +199,8 @@ def generate_dataclass_functions(
         "\n".join(["def plain_unflatten(meta, data):", *unpack, f"    return {call}"])
         + "\n"
     )
+    # JAX's own `cls(**fields)`, from a frame of ours: the guards of `cls` skip the
+    # check of exactly the construction made here (`_unflatten/_guards.py`, row 1).
     marked_src = (
         "\n".join(
             [
@@ -201,37 +208,22 @@ def generate_dataclass_functions(
                 "    if _cls.__init__ is not _init:",
                 "        _prepare()",
                 *unpack,
-                "    if _unchecked:",
-                f"        return {call}",
-                *_MARKED.format(call=call).splitlines(),
+                f"    return {call}",
             ]
         )
         + "\n"
     )
-    namespace.update(
-        _init=_UNSEEN, _slow=None, _prepare=None, _marks=_marks(), _unchecked=False
-    )
-
+    namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _where=None)
+    marked = _compile("marked_unflatten", cls, marked_src, dict(namespace))
+    # It calls `cls(**fields)` itself: the hook's caller.
+    marked.__globals__["_where"] = (marked.__code__, 1)
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
         _compile("unflatten", cls, unflatten_src, dict(namespace)),
-        _compile("marked_unflatten", cls, marked_src, dict(namespace)),
+        marked,
         _compile("plain_unflatten", cls, plain_src, dict(namespace)),
     )
-
-
-# Set JAX's mark around the call, restore what was there (an unflatten inside an
-# unflatten marks each level; an exception restores the state).
-_MARKED = """\
-    state = _marks.state
-    mark = state[0]
-    state[0] = _cls
-    try:
-        return {call}
-    finally:
-        state[0] = mark
-"""
 
 
 class _Unseen:
@@ -244,43 +236,128 @@ class _Unseen:
 _UNSEEN = _Unseen()
 
 
-def _marks() -> Any:
-    from .._unflatten._state import marks
-
-    return marks
-
-
 def generate_marked_unflatten(
     cls: type, fn: Callable[[Any, Any], Any], prepare: Callable[[], None]
 ) -> Callable[[Any, Any], Any]:
     """The unflatten `install()` registers for `cls` in place of its own `fn`: the
-    same call, with JAX's mark set, so that the checker layers of `cls`'s
-    constructor skip exactly the construction `fn` makes. `prepare()` runs at the
-    first unflatten, and again whenever `cls.__init__` was replaced since."""
-    source = (
-        "\n".join(
-            [
-                "def unflatten(aux, children):",
-                "    if _cls.__init__ is not _init:",
-                "        _prepare()",
-                "    if _unchecked:",
-                "        return _fn(aux, children)",
-                *_MARKED.format(call="_fn(aux, children)").splitlines(),
-            ]
-        )
-        + "\n"
-    )
+    same call, made from a frame of ours, which `cls`'s guards look for: they skip
+    the check of exactly the constructions `fn`'s own code makes
+    (`_unflatten/_guards.py`, row 1). `prepare()` runs at the first unflatten, and
+    again whenever `cls.__init__` was replaced since.
+
+    A checked `fn` (jaxtyping's import hook decorates every function of a package, a
+    node's own `tree_unflatten` included) is called without its check, as the
+    constructor is: JAX's registry calling it is the unflatten (`without_check`)."""
+    call, checked_call, memo = without_check(fn)
+    lines = [
+        "def unflatten(aux, children):",
+        "    if _cls.__init__ is not _init:",
+        "        _prepare()",
+    ]
+    if memo is not None:
+        lines += [
+            "    if _memo():",
+            "        return _checked(aux, children)",
+        ]
+    lines.append("    return _fn(aux, children)")
     namespace = {
         "_cls": cls,
-        "_fn": fn,
-        "_marks": _marks(),
+        "_fn": call,
+        "_checked": checked_call,
+        "_memo": memo,
         "_init": _UNSEEN,
-        "_unchecked": False,
         "_prepare": prepare,
+        "_where": None,
     }
-    out = _compile("unflatten", cls, source, namespace)
+    out = _compile("unflatten", cls, "\n".join(lines) + "\n", namespace)
+    # A class (or other callable that is no Python function) called here calls the
+    # hook from this frame; a function calls it from its own, just below this one.
+    inner = call
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    inner = getattr(inner, "__func__", inner)
+    namespace["_where"] = (out.__code__, 1 if isinstance(inner, type) else 2)
     out.__wrapped__ = fn
     out.__typecheck_guard_plain__ = fn
+    return out
+
+
+def without_check(fn: Any) -> tuple[Any, Any, Any]:
+    """`(fn without its check, fn, memo probe)`: the registered function below its
+    checker layers (jaxtyping, beartype, typeguard 2), keeping its binding (a bound
+    method, a `functools.partial`); `fn` itself where it has no check we can peel.
+
+    The memo probe is `None` where the check is jaxtyping's (it pushes its own shape
+    memo), else a function telling whether an enclosing `@jaxtyped` memo is active,
+    while which the check runs (it binds dimensions there, as without us)."""
+    from .._compat._checkers import peel
+
+    if isinstance(fn, functools.partial):
+        inner, _, memo = without_check(fn.func)
+        if inner is fn.func:
+            return fn, fn, None
+        return functools.partial(inner, *fn.args, **fn.keywords), fn, memo
+    if isinstance(fn, types.MethodType):
+        inner, _, memo = without_check(fn.__func__)
+        if inner is fn.__func__:
+            return fn, fn, None
+        return types.MethodType(inner, fn.__self__), fn, memo
+    layers = peel(fn)
+    if not layers.checkers or layers.unchecked is None:
+        return fn, fn, None
+    if layers.checkers[0] == "jaxtyping":
+        return layers.unchecked, fn, None
+    try:
+        from jaxtyping._storage import _has_shape_memo
+    except ImportError:  # not the jaxtyping we know: keep the check
+        return fn, fn, None
+    return layers.unchecked, fn, _has_shape_memo
+
+
+def generate_unchecked_flatten(cls: type, flatten: Any) -> Any:
+    """What `install()` registers in place of `cls`'s own flatten (or flatten with
+    keys) when that function is checked: the same function without its check, as
+    `generate_marked_unflatten` does for the unflatten. `None` when there is nothing
+    to take off (the usual case: an unchecked flatten is registered as it is).
+
+    `register_pytree_node_class` registers `operator.methodcaller("tree_flatten")`,
+    which looks the method up on each call: so do we, and a method replaced since is
+    called as JAX would call it."""
+    import operator
+
+    name = None
+    if isinstance(flatten, operator.methodcaller):
+        try:
+            _, (name, *rest) = flatten.__reduce__()[:2]
+        except (TypeError, ValueError):
+            return None
+        if rest or not isinstance(name, str) or not _plain(name):
+            return None
+        target = inspect.getattr_static(cls, name, None)
+        if not isinstance(target, types.FunctionType):
+            return None
+    else:
+        target = flatten
+    call, checked, memo = without_check(target)
+    if call is target:
+        return None
+    if name is None:
+        source = (
+            "def flatten(node):\n"
+            "    if _memo is not None and _memo():\n"
+            "        return _checked(node)\n"
+            "    return _fn(node)\n"
+        )
+    else:
+        source = (
+            "def flatten(node):\n"
+            f"    if _cls.{name} is not _checked or (_memo is not None and _memo()):\n"
+            f"        return node.{name}()\n"
+            "    return _fn(node)\n"
+        )
+    namespace = {"_cls": cls, "_fn": call, "_checked": checked, "_memo": memo}
+    out = _compile("flatten", cls, source, namespace)
+    out.__wrapped__ = flatten
     return out
 
 

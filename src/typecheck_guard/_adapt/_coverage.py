@@ -41,7 +41,12 @@ def _covered(record: UnadaptedClass) -> bool:
     """Whether its check can be skipped at all: every checked hook peels (no
     decorator that is not a typechecker above a check). Then `install()` covers it
     when it is defined after `install()`, and `unflatten_safe` covers it now."""
-    return "not a typechecker" not in record.reason
+    from .._compat._checkers import INSTRUMENTED_WHY
+
+    return (
+        "not a typechecker" not in record.reason
+        and INSTRUMENTED_WHY not in record.reason
+    )
 
 
 def _cells(fn: Any) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 from .._compat._versions import check, spec
 from .._errors import PRIVATE_API_CHANGED, Unsupported
 from .._unflatten._records import lock, mark_marked, route_of_unflatten
+from ._codegen import generate_unchecked_flatten
 from ._marked import activate, marks_calls, wants_mark
 from ._register import install_route
 
@@ -78,11 +79,18 @@ def _marking_register(original: Callable[..., Any]) -> Callable[..., Any]:
                 nodetype, flatten_func, unflatten_func, flatten_with_keys_func, **kwargs
             )
         with lock:
+            # A checked flatten (jaxtyping's import hook checks a node's own
+            # `tree_flatten`) is called by JAX's registry without its check, as the
+            # unflatten is: the registry calling it is the dispatch or tree operation
+            # whose rebuild we skip.
             out = original(
                 nodetype,
-                flatten_func,
+                generate_unchecked_flatten(nodetype, flatten_func) or flatten_func,
                 marks_calls(nodetype, unflatten_func),
-                flatten_with_keys_func,
+                flatten_with_keys_func
+                if flatten_with_keys_func is None
+                else generate_unchecked_flatten(nodetype, flatten_with_keys_func)
+                or flatten_with_keys_func,
                 **kwargs,
             )
             mark_marked(

@@ -19,8 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._unflatten._guards import checks_any, guard_class
-from .._unflatten._records import builds_with_new, mark_blocked
+from .._unflatten._guards import guard_class, register_wrapper
+from .._unflatten._records import (
+    HOOKS,
+    builds_with_new,
+    hooks_called_by,
+    mark_blocked,
+)
 
 __all__ = ["activate", "marks_calls", "preparer", "wants_mark"]
 
@@ -42,18 +47,16 @@ def _deactivate() -> None:
     _active = False
 
 
-def preparer(cls: type, fn: Any) -> Callable[[], None]:
+def preparer(cls: type, fn: Any, hooks: tuple[str, ...] = HOOKS) -> Callable[[], None]:
     """What a generated marked unflatten `fn` runs at its first call: guard `cls`'s
-    checked hooks, record why one can't be skipped, and remember which `__init__`
-    that was judged for."""
+    checked hooks among `hooks` (those its unflatten calls), record why one can't be
+    skipped, and remember which `__init__` that was judged for."""
 
     def prepare() -> None:
         if not _active:
             return
-        mark_blocked(cls, guard_class(cls, marked=True))
-        # A class with no checker on its hooks needs no mark: its unflatten then
-        # costs one call more than JAX's own, nothing else.
-        fn.__globals__["_unchecked"] = not checks_any(cls)
+        mark_blocked(cls, guard_class(cls, hooks))
+        register_wrapper(cls, fn.__globals__["_where"])
         fn.__globals__["_init"] = cls.__init__
 
     return prepare
@@ -64,7 +67,7 @@ def marks_calls(cls: type, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
     from ._codegen import generate_marked_unflatten
 
     out = generate_marked_unflatten(cls, fn, lambda: None)
-    out.__globals__["_prepare"] = preparer(cls, out)
+    out.__globals__["_prepare"] = preparer(cls, out, hooks_called_by(fn))
     return out
 
 

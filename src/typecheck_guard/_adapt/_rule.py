@@ -23,9 +23,14 @@ class without reading any user code:
    `__setattr__`);
 7. every field not passed to `__init__` (`init=False`, `drop_fields`) has a
    default or a default factory, which we apply as `__init__` would.
+8. the checks on `__init__` and `__post_init__` are under a `@jaxtyped` of their own:
+   a checker that is not (beartype or typeguard on the class or the method) binds
+   jaxtyping dimensions in the memo of an enclosing `@jaxtyped` function, as plain
+   JAX's `cls(**fields)` there does, and a later construction is checked against
+   them.
 
 chex unflattens with `cls.__new__(cls)`, writes the fields with
-`object.__setattr__` and calls `__post_init__`: only rule 3 matters there.
+`object.__setattr__` and calls `__post_init__`: only rules 3 and 8 matter there.
 
 Any other class unflattens through the library's own unflatten, with JAX's mark set,
 so that only its check is skipped (`_marked.py`): the same code runs, so the same
@@ -44,7 +49,8 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from .._compat._checkers import checker_of
+from .._compat._checkers import checker_of, peel
+from .._unflatten._guards import original_of
 
 __all__ = ["chex_refusal", "dataclass_refusal"]
 
@@ -168,6 +174,27 @@ def _setattr_refusal(cls: type) -> str | None:
     )
 
 
+def _memo_refusal(cls: type, names: tuple[str, ...]) -> str | None:
+    """A check that is not under a `@jaxtyped` of its own (beartype or typeguard on
+    the class or the method) resolves jaxtyping dimensions in the memo of whatever
+    `@jaxtyped` function is running: plain JAX's rebuild there binds them, and a
+    later construction is checked against them. Building with `__new__` would skip
+    that; the marked unflatten checks while such a memo is active."""
+    for name in names:
+        owner = _owner(cls, name)
+        if owner is None or owner is object:
+            continue
+        checkers = peel(original_of(vars(owner)[name])).checkers
+        if checkers and checkers[0] != "jaxtyping":
+            return (
+                f"its {owner.__qualname__}.{name} is checked by {checkers[0]} outside "
+                "a @jaxtyped of its own, so the check binds dimensions in the memo of "
+                "an enclosing @jaxtyped function, which JAX's unflatten there must "
+                "bind too"
+            )
+    return None
+
+
 def dataclass_refusal(
     cls: type, unrestorable: Iterable[tuple[str, str]] = ()
 ) -> str | None:
@@ -195,6 +222,8 @@ def dataclass_refusal(
         )
     if (reason := _setattr_refusal(cls)) is not None:
         return reason
+    if (reason := _memo_refusal(cls, ("__init__", "__post_init__"))) is not None:
+        return reason
     for name, why in unrestorable:
         return (
             f"field {name!r} ({why}) has no default, so only JAX's call of __init__ "
@@ -205,4 +234,4 @@ def dataclass_refusal(
 
 def chex_refusal(cls: type) -> str | None:
     """Why `install()` must leave a `chex.dataclass` to chex's own unflatten."""
-    return post_init_refusal(cls)
+    return post_init_refusal(cls) or _memo_refusal(cls, ("__post_init__",))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._compat._checkers import peel
+from .._compat._checkers import INSTRUMENTED_WHY, peel
 from .._unflatten._guards import blocker, original_of
 from .._unflatten._records import (
     builds_with_new,
@@ -56,6 +56,12 @@ class UnadaptedClass(NamedTuple):
         """The one-line fix: what to do so that the class's unflatten stops running
         the check, the fixes that need no edit first."""
         name = self.cls.__qualname__
+        if INSTRUMENTED_WHY in self.reason:
+            return (
+                "check it with beartype or typeguard 2.13.3 (for example "
+                "@jaxtyped(typechecker=beartype)), which wrap the function: then "
+                "typecheck_guard can skip exactly the check of the rebuild"
+            )
         if "not a typechecker" in self.reason:
             return (
                 "put the typechecker outermost, above the other decorator (then "

@@ -35,6 +35,8 @@ from typing import Any, Final, NamedTuple
 
 __all__ = [
     "BEARTYPE_PREFIX",
+    "INSTRUMENTED",
+    "INSTRUMENTED_WHY",
     "CheckerLayers",
     "checker_of",
     "checks_switched_off",
@@ -150,7 +152,8 @@ class CheckerLayers(NamedTuple):
     """The function below the innermost checker layer; `None` when a layer we can't
     skip sits above a checker, or when the function is unchecked."""
     blocker: Any = None
-    """The foreign layer that made the function unpeelable, if any."""
+    """The foreign layer that made the function unpeelable, if any, or
+    `INSTRUMENTED` for typeguard 4's in-place checks."""
 
 
 def peel(fn: Any) -> CheckerLayers:
@@ -182,23 +185,28 @@ def peel(fn: Any) -> CheckerLayers:
     if isinstance(code, CodeType) and _is_pep557_setattr(innermost, code):
         unchecked = _pep557_unchecked(innermost)
         return CheckerLayers(tuple(checkers), unchecked, None if unchecked else fn)
-    # typeguard 4 instruments in place: there is no unchecked function below it, so we
-    # run the instrumented function with typeguard's own switch turned off.
-    return CheckerLayers(tuple(checkers), _typeguard4_suppressed(chain[-1]))
+    # typeguard 4 instruments in place: there is no unchecked function below it. Its
+    # only off-switch, `typeguard.suppress_type_checks`, is a process-wide counter:
+    # turned on around the call, it would also switch off every check the body makes
+    # (a construction nested in it, a helper it calls) and every check other threads
+    # make meanwhile. We rejected that: the check stays, as without us.
+    return CheckerLayers(tuple(checkers), None, INSTRUMENTED)
 
 
-def _typeguard4_suppressed(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # `typeguard.suppress_type_checks` is a process-wide counter (typeguard 4 has no
-    # per-thread switch), so for the microseconds this call lasts, instrumented code
-    # in other threads is not checked either. We accept that for typeguard 4 only;
-    # jaxtyping, beartype and typeguard 2 are skipped per call, with no global state.
-    from typeguard import suppress_type_checks  # pyright: ignore  (typeguard>=4)
+class _Instrumented:
+    """The `blocker` of a function typeguard 4 instrumented in place."""
 
-    def unchecked(*args: Any, **kwargs: Any) -> Any:
-        with suppress_type_checks():
-            return fn(*args, **kwargs)
+    def __repr__(self) -> str:
+        return "<instrumented by typeguard 4>"
 
-    return unchecked
+
+INSTRUMENTED: Final = _Instrumented()
+# Why such a check can't be skipped, as `unadapted()` and `scan` say it.
+INSTRUMENTED_WHY: Final = (
+    "typeguard 4 checks inside the function itself, and its only off-switch "
+    "(typeguard.suppress_type_checks) is process-wide: skipping the check would skip "
+    "every check the body makes, and other threads' checks, too"
+)
 
 
 def _pep557_unchecked(fn: Any) -> Callable[..., Any] | None:

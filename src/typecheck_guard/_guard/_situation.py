@@ -33,7 +33,8 @@ from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
 from .._compat._checkers import BEARTYPE_PREFIX
-from .._unflatten import _frames, _state
+from .._unflatten import _frames
+from .._unflatten._guards import unflattening
 from . import _detect
 
 __all__ = [
@@ -236,12 +237,13 @@ def is_rebuild(
     The one question whose answer decides a check's fix: `install()` and
     `unflatten_safe` remove exactly these. The rules, first decisive:
 
-    1. `install()`'s own mark, "JAX is unflattening `cls` right now", set by the
-       wrapper it registers in place of the class's unflatten function
-       (`_unflatten._state`): only JAX calls what its registry holds, so a check of
-       `cls`'s constructor under that mark is a rebuild. (A guard clears the mark for
-       the body of the construction it skips; a check that still runs under it is
-       one `install()` could not skip: a checker under a decorator that is not one.)
+    1. `install()`'s own evidence, "JAX is unflattening `cls`": the frame of the
+       wrapper it registers in place of the class's unflatten function, above the
+       constructor's caller with no other constructor in between
+       (`_unflatten._guards.unflattening`): only JAX calls what its registry holds,
+       so such a check of `cls`'s constructor is a rebuild. (One that still runs
+       there is a check `install()` could not skip: a checker under a decorator that
+       is not one.)
     2. A constructor (`__init__` / `__post_init__`) whose caller is JAX's tree code
        or the frame that called a jitted function's C++ dispatch
        (`_unflatten._frames`, the facts `unflatten_safe` decides by): the C++
@@ -257,10 +259,10 @@ def is_rebuild(
     wrappers saw looks like your code calling the class: rule 2 cannot see it, and
     the profiler says so rather than guess (`_profile/_engine.py`).
     """
-    if what == "constructor" and cls is not None and _state.marks.state[0] is cls:
-        return True
     if caller is None:
         return False
+    if what == "constructor" and cls is not None and unflattening(caller) is cls:
+        return True
     code = caller.f_code
     kind = _frames.kind(code)
     if what == "constructor" and kind != _frames.NONE:
@@ -282,7 +284,7 @@ def jitted_name(frame: FrameType, what: str) -> str:
     """The name of the jitted callable whose wrapper's `__call__` runs at `frame`."""
     obj = frame.f_locals.get("self")
     if what == "unflatten_safe":
-        obj = getattr(obj, "__wrapped__", None)
+        obj = getattr(obj, "_typecheck_guard_jitted", None)
     transform = getattr(obj, "_typecheck_guard_transform", None)
     if transform is not None:
         return _detect.describe_jitted(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from . import _state
+from ._guards import register_barrier
 from ._records import builds_with_new
 
 __all__ = ["check"]
@@ -79,3 +80,8 @@ def check(tree: _T) -> _T:
                 _plain_unflatten(entry)(aux, children)
             stack.extend(reversed(children))
     return tree
+
+
+# A construction `check` makes is no unflatten of JAX's, even when `check` runs
+# inside one (a `__post_init__` that checks a subtree).
+register_barrier(check.__code__)

@@ -8,7 +8,10 @@ O(leaves).
 | # | the call                                                        | verdict     |
 |---|-----------------------------------------------------------------|-------------|
 | 1 | JAX is unflattening exactly `type(self)` through the function   | unflatten:  |
-|   | its registry holds for it: the mark `install()`'s wrapper sets  | unchecked   |
+|   | its registry holds for it (the mark `install()`'s wrapper sets),| unchecked   |
+|   | and that function's own code calls this hook, with no other     |             |
+|   | constructor hook (`__init__`, `__new__`, `__post_init__`,       |             |
+|   | `__setattr__`) running in between                               |             |
 | 2 | a method of the instance whose construction a row here judged   | unchecked   |
 |   | an unflatten, while it is being built (its own `__post_init__`, |             |
 |   | `__setattr__`, a base class's `__init__`)                       |             |
@@ -23,13 +26,23 @@ O(leaves).
 |   | whose annotations make the verdict a function of the key; a     | a miss, and |
 |   | verdict is stored only when the checker was on                  | always else |
 
+Rows 1, 2, 4, 5 and 7 skip nothing while a check would have a side effect outside its
+call: a checker that is not jaxtyping's, reading jaxtyping annotations, binds
+dimensions in the memo of an enclosing `@jaxtyped` function, and a later construction
+there is checked against them. While such a memo is active, those checks run.
+
 Row 1 is evidence that cannot lie: only JAX calls what its registry holds (C++
 dispatch, `tree_util`, `eval_shape`, AOT `lower`, ...), so `Point.tree_unflatten(aux,
 children)` called by the user, `jax.tree.map(Point, xs)` and `jax.jit(Point)` carry no
-mark. A row that judges a call an unflatten consumes the mark for the call's duration
-and names the instance in row 2, so every construction nested inside it (another
-class, or another instance of the same class, made by its `__init__`, its
-`__post_init__` or a `default_factory`) is judged from row 1 again: checked.
+mark. And a hook is that unflatten's construction only when the unflatten's own code
+calls it (`tree_unflatten` itself, a helper it calls, chex's unflatten, our
+`cls(**fields)`): a construction nested in another one (another class, or another
+instance of the same class, made by an `__init__` body, a `__post_init__`, a custom
+`__new__`, a `default_factory`) has a constructor hook between it and the unflatten,
+and is judged from row 2 on: checked. So is every construction made inside a hook
+that an unflatten calls without a guard of ours (an unchecked `__post_init__` that
+chex's unflatten, or a custom node's built with `object.__new__`, calls): the mark
+says whose code may construct, not that the next construction is the unflatten's.
 
 Rows 3 to 7 are `unflatten_safe`'s, for classes registered before `install()`, whose
 unflatten we could not wrap: see `_safe.py`. A construction written in user code, or
@@ -45,14 +58,18 @@ We never walk the stack; we read at most the caller and its caller.
 
 from __future__ import annotations
 
-import inspect
-import linecache
 import sys
 import threading
 import weakref
 from typing import Any, Final, NamedTuple
 
-from .._compat._checkers import checks_switched_off, nested_code, peel
+from .._compat._checkers import (
+    INSTRUMENTED,
+    INSTRUMENTED_WHY,
+    checks_switched_off,
+    nested_code,
+    peel,
+)
 from . import _state
 from ._records import HOOKS
 from ._verdict import VerdictCache, cacheable, signature
@@ -104,113 +121,274 @@ def _outer_memo_probe(checked: Any) -> Any:
     try:
         from jaxtyping._storage import _has_shape_memo
     except ImportError:  # not the jaxtyping we know: assume a memo may be active
-        return lambda: True
+        return _always
     return _has_shape_memo
 
 
+def _always() -> bool:
+    return True
+
+
+class _Plan:
+    """What one guard knows of the method it stands in for, besides what it calls on
+    the hot path.
+
+    Pickled by what it was made from (a class defined in `__main__` travels by value
+    with cloudpickle, its guards with it); in the receiving process it starts afresh:
+    no verdicts, and no unflatten of ours registered for the class."""
+
+    __slots__ = (
+        "owner",
+        "name",
+        "checked",
+        "unchecked",
+        "verdicts",
+        "is_init",
+        "keyed",
+        "memo",
+        "own_fields",
+        "where",
+        "track",
+    )
+
+    def __init__(self, owner: type, name: str, checked: Any, unchecked: Any):
+        self.owner = owner
+        self.name = name
+        self.checked = checked
+        self.unchecked = unchecked
+        self.verdicts = VerdictCache()
+        # Row 4 is about `cls(**fields)`, which reaches `__init__` only.
+        self.is_init = name == "__init__"
+        # Row 7 keys a constructor's arguments; a `__setattr__` is checked every time.
+        self.keyed = name in ("__init__", "__post_init__")
+        # A method whose outermost checker is jaxtyping's pushes a fresh shape memo,
+        # so its check has no effect outside the call. Any other checker reading
+        # jaxtyping annotations binds dimensions in whatever memo an enclosing
+        # `@jaxtyped` function pushed: skipping it would skip that binding (and a
+        # later inconsistent construction would pass), and its verdict is not a
+        # function of the key either. While such a memo is active, it is checked.
+        self.memo = _outer_memo_probe(checked)
+        # The class that owns the guarded method is almost always the one
+        # unflattened: its fields and its unflatten are looked up once, not per call.
+        self.own_fields = _fields.get(owner)
+        self.where = _wheres.get(owner)
+        # Whether a construction row 1 skips must name its instance for row 2: when
+        # the class has another guarded hook that its body may call (set by
+        # `guard_class`).
+        self.track = name != "__init__"
+
+    def __reduce__(self) -> Any:
+        return (_Plan, (self.owner, self.name, self.checked, self.unchecked))
+
+
 def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
-    from .._compat._jax import make_is_tracing, make_jit_disabled
-    from ._frames import DISPATCH, NONE, kind
-
-    is_tracing = make_is_tracing()
-    jit_disabled = make_jit_disabled()
-    verdicts = VerdictCache()
+    """The one guard shape: `(*args, **kwargs)`, handed on untouched to the method
+    with or without its check. It can't re-bind a call, fill in a default, reorder
+    arguments or shadow a parameter: it has no parameter of its own to shadow, and
+    the instance is whatever came first, as the method receives it. Rows 1 and 2 are
+    inline (they run on every node JAX rebuilds); the rest is `_decide`."""
+    plan = _Plan(cls, name, checked, unchecked)
+    owner = cls
     marks = _state.marks
-    get_block = _state.block.get
-    dispatch = _state.dispatch
     getframe = sys._getframe
-    fields = _fields
-    # The class that owns the guarded method is almost always the one unflattened:
-    # its fields are looked up once, here, not per call.
-    own_fields = _fields.get(cls)
-    unflatten_codes = _unflatten_codes
-    # Row 4 is about `cls(**fields)`, which reaches `__init__` only.
-    is_init = name == "__init__"
-    # Row 7 keys a constructor's arguments; a `__setattr__` is checked every time.
-    keyed = name in ("__init__", "__post_init__")
-    # A method whose outermost checker is jaxtyping's pushes a fresh shape memo, so its
-    # verdict depends on its arguments only. Any other checker reading jaxtyping
-    # annotations resolves dims against whatever memo an enclosing `@jaxtyped`
-    # function pushed, which is not in the verdict key: no caching then.
-    outer_memo_active = _outer_memo_probe(checked)
+    decide = _decide
+    from_unflatten = _from_unflatten
+    where_of = _where_of
+    memo = plan.memo
 
-    def unflatten(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # Run the method without its check, as part of an unflatten of `self`: the
-        # mark is consumed and `self` is the instance being built, for this call only.
-        state = marks.state
-        mark, building = state
-        state[0] = None
-        state[1] = self
-        try:
-            return unchecked(self, *args, **kwargs)
-        finally:
-            state[0] = mark
-            state[1] = building
-
-    def called_by_jax(frame: Any) -> bool:
-        code = kind(frame.f_code)
-        return code is not NONE and (code is not DISPATCH or not jit_disabled())
-
-    def guard(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def guard(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        state = marks.state
-        mark, building = state
-        if mark is type(self):  # row 1, inlined: it runs on every node JAX rebuilds
-            state[0] = None
-            state[1] = self
+        if not args:  # no instance: the method raises its own error
+            return checked(*args, **kwargs)
+        self = args[0]
+        kind = type(self)
+        # Row 1: JAX's registry is running `install()`'s unflatten of exactly
+        # `type(self)`, and this hook is called from that unflatten's own code.
+        # `where` is `(code, depth)`: the code of our wrapper, and how far up its
+        # frame is when the class's own unflatten calls the hook itself (the fast
+        # case); otherwise we walk up to it, and a constructor hook on the way makes
+        # this a construction nested in another one: no row 1.
+        where = plan.where if kind is owner else where_of(kind)
+        if where is not None and (memo is None or not memo()):
             try:
-                return unchecked(self, *args, **kwargs)
-            finally:
-                state[0] = mark
-                state[1] = building
-        if building is self:
-            return unchecked(self, *args, **kwargs)  # row 2
-        if get_block() is None and not dispatch.depth:
-            return checked(self, *args, **kwargs)  # row 3
-        caller = getframe(1)
-        code = caller.f_code
-        unflattened = unflatten_codes.get(code)
-        if unflattened is not None:
-            outer = caller.f_back
-            if type(self) in unflattened and outer is not None and called_by_jax(outer):
-                return unflatten(self, args, kwargs)  # row 5
-        elif (
-            is_init
-            and not args
-            and kwargs.keys()
-            == (own_fields if type(self) is cls else fields.get(type(self)))
-            and called_by_jax(caller)
-        ):
-            return unflatten(self, args, kwargs)  # row 4
-        if is_tracing():
-            return checked(self, *args, **kwargs)  # row 6
-        # Row 7. `self` is not part of `__init__`'s arguments (it is an empty
-        # instance), but its class is: a subclass inheriting this `__init__` may
-        # check other annotations. It is all of `__post_init__`'s arguments.
-        owner = type(self)
-        if (
-            not keyed
-            or not cacheable(owner)
-            or (outer_memo_active is not None and outer_memo_active())
-        ):
-            return checked(self, *args, **kwargs)
-        key = signature(args if is_init else (self, *args), kwargs)
-        if key is None:
-            return checked(self, *args, **kwargs)
-        if is_init:
-            key = (owner, key)
-        if key in verdicts:
-            return unflatten(self, args, kwargs)
-        # A check that ran under a checker's off-switch (`jaxtyping_disable`, ...)
-        # checked nothing: its pass is no verdict.
-        off = checks_switched_off(checked)
-        out = checked(self, *args, **kwargs)
-        if not off and not checks_switched_off(checked):
-            verdicts.add(key)
-        return out
+                frame = getframe(where[1])
+            except ValueError:  # the stack is not that deep: no unflatten
+                frame = None
+            if frame is not None and (
+                frame.f_code is where[0] or from_unflatten(getframe(1), where[0])
+            ):
+                if not plan.track:
+                    return unchecked(*args, **kwargs)
+                state = marks.state
+                building = state[0]
+                state[0] = self
+                try:
+                    return unchecked(*args, **kwargs)
+                finally:
+                    state[0] = building
+        # Row 2: a hook of the instance that row 1 (or 4, 5, 7) is building.
+        if marks.state[0] is self and (memo is None or not memo()):
+            return unchecked(*args, **kwargs)
+        return decide(plan, args, kwargs)
 
     _stand_in(guard, checked)
     return guard
+
+
+def _where_of(cls: type) -> tuple[Any, int] | None:
+    # A module-level function, not a closure over the weak dictionary: a guard's
+    # closure holds only what pickles (cloudpickle sends a class defined in
+    # `__main__` by value, guards included).
+    return _wheres.get(cls)
+
+
+def _from_unflatten(frame: Any, wrapper: Any) -> bool:
+    """Whether `frame` runs the code of the unflatten whose wrapper's code is
+    `wrapper`: `wrapper`'s frame is at most `_DEPTH` frames above it, with no
+    constructor hook (and none of our own checks) in between."""
+    for _ in range(_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code is wrapper:
+            return True
+        if code.co_name in _HOOK_NAMES or code in _BARRIERS:
+            return False
+        frame = frame.f_back
+    return False
+
+
+def unflattening(frame: Any) -> type | None:
+    """The class whose unflatten, registered by `install()`, JAX's registry is
+    running with `frame` in its own code (see `_from_unflatten`), or `None`: what
+    the runtime guard and the profiler call a rebuild."""
+    for _ in range(_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        cls = _wrapper_classes.get(code)
+        if cls is not None:
+            return cls
+        if code.co_name in _HOOK_NAMES or code in _BARRIERS:
+            return None
+        frame = frame.f_back
+    return None
+
+
+def register_wrapper(cls: type, where: tuple[Any, int]) -> None:
+    """`where = (code, depth)`: the code of the wrapper `install()` registered for
+    `cls`, and how far above a hook its frame is when `cls`'s unflatten calls that
+    hook directly. Row 1 of `cls`'s guards looks for that frame."""
+    with lock:
+        _wheres[cls] = where
+        _wrapper_classes[where[0]] = cls
+        for klass in cls.__mro__:
+            for name in HOOKS:
+                info = guard_info(vars(klass).get(name))
+                if info is not None and info.plan.owner is cls:
+                    info.plan.where = where
+
+
+def register_barrier(code: Any) -> None:
+    """Constructions made below a frame running `code` are never row 1 (what
+    `typecheck_guard.check` runs its unflattens from)."""
+    _BARRIERS.add(code)
+
+
+# Row 1 looks at most this many frames up from a hook for the unflatten that JAX's
+# registry is running; an unflatten whose own code calls deeper than that is
+# checked, as without us.
+_DEPTH: Final = 8
+# A frame running one of these is building some object: a hook called from inside
+# it makes a construction nested in that one (an `__init__` or `__post_init__`
+# body, a custom `__new__`, a `default_factory` that a generated `__init__` calls),
+# not the unflatten's own.
+_HOOK_NAMES: Final = frozenset({"__init__", "__new__", "__post_init__", "__setattr__"})
+_BARRIERS: set[Any] = set()
+# class -> `(code, depth)` of the wrapper `install()` registered for it, and that
+# code -> the class. Weak: JAX's registry keeps the class alive, not we; the
+# wrapper's code lives as long as the class's registry entry.
+_wheres: weakref.WeakKeyDictionary[type, tuple[Any, int]] = weakref.WeakKeyDictionary()
+_wrapper_classes: weakref.WeakValueDictionary[Any, type] = weakref.WeakValueDictionary()
+
+
+_tracing: Any = None
+_jit_disabled: Any = None
+
+
+def _as_unflatten(plan: _Plan, args: Any, kwargs: Any) -> Any:
+    # Run the method without its check, as part of an unflatten of `args[0]`, the
+    # instance being built, for this call only.
+    state = _state.marks.state
+    building = state[0]
+    state[0] = args[0]
+    try:
+        return plan.unchecked(*args, **kwargs)
+    finally:
+        state[0] = building
+
+
+def _called_by_jax(frame: Any) -> bool:
+    from ._frames import DISPATCH, NONE, kind
+
+    code = kind(frame.f_code)
+    return code is not NONE and (code is not DISPATCH or not _jit_disabled())
+
+
+def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Rows 3 to 7, for a call rows 1 and 2 did not take (`args[0]` is the
+    instance)."""
+    __tracebackhide__ = True
+    global _tracing, _jit_disabled
+    checked = plan.checked
+    if _state.block.get() is None and not _state.dispatch.depth:
+        return checked(*args, **kwargs)  # row 3
+    if _tracing is None:
+        from .._compat._jax import make_is_tracing, make_jit_disabled
+
+        _tracing, _jit_disabled = make_is_tracing(), make_jit_disabled()
+    if plan.memo is not None and plan.memo():
+        return checked(*args, **kwargs)  # see `_Plan.memo`
+    caller = sys._getframe(2)  # the guard's caller
+    code = caller.f_code
+    self = args[0]
+    owner = type(self)
+    fields = args[1:]
+    unflattened = _unflatten_codes.get(code)
+    if unflattened is not None:
+        outer = caller.f_back
+        if owner in unflattened and outer is not None and _called_by_jax(outer):
+            return _as_unflatten(plan, args, kwargs)  # row 5
+    elif (
+        plan.is_init
+        and not fields
+        and kwargs.keys()
+        == (plan.own_fields if owner is plan.owner else _fields.get(owner))
+        and _called_by_jax(caller)
+    ):
+        return _as_unflatten(plan, args, kwargs)  # row 4
+    if _tracing():
+        return checked(*args, **kwargs)  # row 6
+    # Row 7. `self` is not part of `__init__`'s arguments (it is an empty instance),
+    # but its class is: a subclass inheriting this `__init__` may check other
+    # annotations. It is all of `__post_init__`'s arguments.
+    if not plan.keyed or not cacheable(owner):
+        return checked(*args, **kwargs)
+    key = signature(fields if plan.is_init else args, kwargs)
+    if key is None:
+        return checked(*args, **kwargs)
+    if plan.is_init:
+        key = (owner, key)
+    verdicts = plan.verdicts
+    if key in verdicts:
+        return _as_unflatten(plan, args, kwargs)
+    # A check that ran under a checker's off-switch (`jaxtyping_disable`, ...)
+    # checked nothing: its pass is no verdict.
+    off = checks_switched_off(checked)
+    out = checked(*args, **kwargs)
+    if not off and not checks_switched_off(checked):
+        verdicts.add(key)
+    return out
 
 
 def _stand_in(guard: Any, checked: Any) -> None:
@@ -242,130 +420,22 @@ class GuardInfo(NamedTuple):
     owner: type
     """The class it is guarded on."""
     verdicts: VerdictCache
+    plan: _Plan
 
 
 def guard_info(fn: Any) -> GuardInfo | None:
-    """What a guard (general or generated) stands for, read from its closure; `None`
-    for anything else."""
-    code = getattr(fn, "__code__", None)
-    namespace = getattr(fn, "__globals__", None) or {}
-    if code is not _GUARD_CODE and "_tg_general" in namespace:
-        fn = namespace["_tg_general"]
-        code = getattr(fn, "__code__", None)
-    if code is not _GUARD_CODE:
+    """What a guard stands for, read from its closure; `None` for anything else."""
+    if getattr(fn, "__code__", None) is not _GUARD_CODE:
         return None
-    cells = dict(zip(code.co_freevars, fn.__closure__, strict=True))
-    return GuardInfo(
-        cells["checked"].cell_contents,
-        cells["cls"].cell_contents,
-        cells["verdicts"].cell_contents,
-    )
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__, strict=True))
+    plan = cells["plan"].cell_contents
+    return GuardInfo(plan.checked, plan.owner, plan.verdicts, plan)
 
 
 def original_of(fn: Any) -> Any:
     """The method a guard replaced, or `fn` itself when it is no guard."""
     info = guard_info(fn)
     return fn if info is None else info.original
-
-
-# The fast guard's own names; a method whose parameters use one keeps the general
-# guard.
-_FAST_NAMES: Final = frozenset(
-    {"_tg_marks", "_tg_unchecked", "_tg_general", "_tg_state"}
-)
-
-
-def _fast_guard(general: Any, unchecked: Any) -> Any | None:
-    """`general` (a guard from `_make_guard`) with rows 1 and 2 in front of it, in a
-    function generated with the signature of `unchecked`: what JAX's marked
-    unflattens of `install()`'s classes run, on every node. Passing the arguments on
-    by name, not through `*args, **kwargs`, halves the guard's cost there.
-
-    Every other call goes on to `general` with its arguments as the signature bound
-    them: row 4 (`cls(**fields)` called exactly so by JAX's tree code, for classes
-    registered before `install()`) never matches through it, which is why only
-    `install()`'s own classes get this guard. `None` when the signature can't be
-    written out (a parameter named like ours, or no `self`)."""
-    try:
-        params = list(inspect.signature(unchecked).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if not params or params[0].kind not in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    ):
-        return None
-    if any(p.name in _FAST_NAMES or not p.name.isidentifier() for p in params):
-        return None
-    namespace: dict[str, Any] = {
-        "_tg_marks": _state.marks,
-        "_tg_unchecked": unchecked,
-        "_tg_general": general,
-    }
-    declared: list[str] = []
-    passed: list[str] = []
-    star = False
-    for i, p in enumerate(params):
-        text = p.name
-        if p.default is not inspect.Parameter.empty:
-            namespace[f"_tg_default{i}"] = p.default
-            text += f"=_tg_default{i}"
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            declared.append(f"*{p.name}")
-            passed.append(f"*{p.name}")
-            star = True
-        elif p.kind is inspect.Parameter.VAR_KEYWORD:
-            declared.append(f"**{p.name}")
-            passed.append(f"**{p.name}")
-        elif p.kind is inspect.Parameter.KEYWORD_ONLY:
-            if not star:
-                declared.append("*")
-                star = True
-            declared.append(text)
-            passed.append(f"{p.name}={p.name}")
-        else:
-            declared.append(text)
-            passed.append(p.name)
-        if p.kind is inspect.Parameter.POSITIONAL_ONLY and (
-            i + 1 == len(params)
-            or params[i + 1].kind is not inspect.Parameter.POSITIONAL_ONLY
-        ):
-            declared.append("/")
-    this, call = params[0].name, ", ".join(passed)
-    source = (
-        f"def guard({', '.join(declared)}):\n"
-        f"    __tracebackhide__ = True\n"
-        f"    _tg_state = _tg_marks.state\n"
-        f"    mark, building = _tg_state\n"
-        f"    if mark is type({this}):\n"
-        f"        _tg_state[0] = None\n"
-        f"        _tg_state[1] = {this}\n"
-        f"        try:\n"
-        f"            return _tg_unchecked({call})\n"
-        f"        finally:\n"
-        f"            _tg_state[0] = mark\n"
-        f"            _tg_state[1] = building\n"
-        f"    if building is {this}:\n"
-        f"        return _tg_unchecked({call})\n"
-        f"    return _tg_general({call})\n"
-    )
-    filename = f"<generated_guard_{getattr(unchecked, '__qualname__', 'method')}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    fast = namespace["guard"]
-    namespace["__source__"] = source  # the function's own dictionary is shared
-    _stand_in(fast, original_of(general))
-    return fast
-
-
-def _shared_with_unflatten_safe(owner: type) -> bool:
-    """Whether `owner`'s methods also serve a class `unflatten_safe` guards (one
-    registered before `install()`), which needs the general guard's row 4."""
-    return any(owner in getattr(k, "__mro__", ()) for k in _fields) or any(
-        owner in getattr(k, "__mro__", ())
-        for ks in _unflatten_codes.values()
-        for k in ks
-    )
 
 
 def _owner(cls: type, name: str) -> type | None:
@@ -376,15 +446,10 @@ def is_guard(fn: Any) -> bool:
     return guard_info(fn) is not None
 
 
-def guard_class(
-    cls: type, names: tuple[str, ...] = HOOKS, *, marked: bool = False
-) -> str | None:
+def guard_class(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
     """Guard the checked hooks among `names` of `cls` (where each is defined in its
     MRO), and its `__init__` as the entry point whenever another hook is checked.
-
-    `marked`: `cls` is one of `install()`'s, whose unflattens JAX marks; its guards
-    are generated with each method's own signature (`_fast_guard`), where the owner
-    of the method is not also guarded for `unflatten_safe`.
+    One guard shape serves `install()`'s classes and `unflatten_safe`'s.
 
     Returns why a checked hook can't be skipped (a layer that is not a checker sits
     above its check), or `None`. Idempotent.
@@ -417,17 +482,29 @@ def guard_class(
                     plan.insert(0, (owner, "__init__", original, original))
         for owner, name, original, unchecked in plan:
             guard = _make_guard(owner, name, original, unchecked)
-            if marked and not _shared_with_unflatten_safe(owner):
-                guard = _fast_guard(guard, unchecked) or guard
             try:
                 setattr(owner, name, guard)
             except (TypeError, AttributeError):
                 continue
             _guards.setdefault(owner, set()).add(name)
+        # A construction row 1 skips names its instance for row 2 only where the
+        # class has another guarded hook (its `__post_init__`, `__setattr__`, a base
+        # class's `__init__`) that the skipped one may call.
+        infos = [
+            info
+            for klass in cls.__mro__
+            for name in HOOKS
+            if (info := guard_info(vars(klass).get(name))) is not None
+        ]
+        if len(infos) > 1:
+            for info in infos:
+                info.plan.track = True
     return blocked
 
 
 def _blocked(owner: type, name: str, blocker: Any) -> str:
+    if blocker is INSTRUMENTED:
+        return f"{owner.__qualname__}.{name}: {INSTRUMENTED_WHY}"
     module = getattr(blocker, "__module__", None) or "?"
     code = getattr(blocker, "__code__", None)
     what = getattr(code, "co_qualname", None) or getattr(blocker, "__qualname__", "?")
@@ -477,8 +554,9 @@ def unguard_all() -> None:
         _guards.clear()
         _unflatten_codes.clear()
         _fields.clear()
+        _wheres.clear()
 
 
-# The code of every general guard (`_make_guard`'s nested `guard`): how
-# `guard_info` knows one.
+# The code of every guard (`_make_guard`'s nested `guard`): how `guard_info` knows
+# one.
 _GUARD_CODE = nested_code(_make_guard.__code__, "guard")

@@ -21,6 +21,7 @@ __all__ = [
     "function_of",
     "blocked_why",
     "builds_with_new",
+    "hooks_called_by",
     "hooks_of",
     "is_dataclass_entry",
     "is_ours",
@@ -127,11 +128,17 @@ class _Entry:
 
 
 def hooks_of(cls: type, entry: Any) -> tuple[str, ...]:
-    """The constructor hooks a registry entry's unflatten runs: chex's own unflatten
+    """The constructor hooks a registry entry's unflatten runs (see
+    `hooks_called_by`)."""
+    del cls
+    return hooks_called_by(getattr(entry, "from_iter", None))
+
+
+def hooks_called_by(unflatten: Any) -> tuple[str, ...]:
+    """The constructor hooks an unflatten function runs: chex's own unflatten
     builds with `__new__` and calls `__post_init__`; every other one we assume calls
     the constructor."""
-    del cls
-    if getattr(unflatten_of(entry), "__module__", None) == "chex._src.dataclass":
+    if getattr(function_of(unflatten), "__module__", None) == "chex._src.dataclass":
         return ("__post_init__",)
     return HOOKS
 

@@ -1,28 +1,23 @@
-"""Where the calling thread stands: the state every guard reads first.
+"""Where the calling thread stands: the state the guards read.
 
-Both marks are in `marks.state`, a list per thread, `[unflattening, building]`:
-
-- `unflattening` (`marks.state[UNFLATTENING]`): the class whose registered unflatten
-  JAX is running right now,
-  set by the wrapper `install()` registers in place of the class's own unflatten
-  (`_adapt/_marked.py`). JAX's registry is the one place that knows a call is an
-  unflatten, and only JAX calls what its registry holds (C++ dispatch, `tree_util`,
-  `eval_shape`, AOT `lower`, ...): no user call can carry this mark.
-- `building` (`marks.state[BUILDING]`): the instance whose construction a guard
-  judged an unflatten, while
-  its constructor runs: its own `__post_init__` and `__setattr__` are part of that
+- `building` (`marks.state[BUILDING]`, a list per thread): the instance whose
+  construction a guard judged an unflatten, while its constructor runs: its own
+  `__post_init__` and `__setattr__` (and a base class's `__init__`) are part of that
   unflatten, and nothing else is.
 - `block`: inside `with unflatten_safe()` / an `@unflatten_safe` function, a context
   variable, so that a block spanning `await`s stays with its asyncio task.
 - `dispatch.depth`: inside `unflatten_safe(jitted_fn)(...)`.
 
-Marks are thread-local and saved and restored around each call, so an unflatten inside
-an unflatten (a node inside a node) marks each level, and an exception restores the
-state. An unflatten and a constructor are synchronous: no other task runs on the
-thread meanwhile, and a thread-local costs ~50 ns where a context variable's set and
-reset cost ~350 ns. One list per thread, read once per call, and its two items
-written in place, costs half of two thread-local attributes: this runs on every node
-JAX unflattens.
+"JAX is unflattening class C" (`install()`'s evidence) is no state of ours: it is the
+frame of the wrapper `install()` registers in place of C's unflatten
+(`_adapt/_marked.py`), on this thread's stack, which the guards look for
+(`_guards.py`, row 1). Only JAX calls what its registry holds, and a frame can't
+outlive its call, be left set by an exception or leak into another thread.
+
+`building` is thread-local and saved and restored around each call, so a
+construction inside a construction names each level, and an exception restores the
+state. A constructor is synchronous: no other task runs on the thread meanwhile, and
+a thread-local costs ~50 ns where a context variable's set and reset cost ~350 ns.
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ from typing import Any, Final, NamedTuple
 
 __all__ = [
     "BUILDING",
-    "UNFLATTENING",
     "block",
     "clean",
     "dispatch",
@@ -44,13 +38,18 @@ __all__ = [
     "marks",
 ]
 
-UNFLATTENING: Final = 0
-BUILDING: Final = 1
+BUILDING: Final = 0
 
 
 class _Marks(threading.local):
     def __init__(self) -> None:
-        self.state: list[Any] = [None, None]
+        self.state: list[Any] = [None]
+
+    def __reduce__(self) -> str:
+        # The guards we put on a class hold this object. A class defined in
+        # `__main__` is pickled by value by cloudpickle (Ray, Dask, joblib), its
+        # guards with it: they must find the receiving process's marks, by name.
+        return "marks"
 
 
 marks = _Marks()
@@ -58,6 +57,9 @@ marks = _Marks()
 
 class _Dispatch(threading.local):
     depth = 0
+
+    def __reduce__(self) -> str:
+        return "dispatch"
 
 
 dispatch = _Dispatch()
@@ -83,15 +85,16 @@ def exit() -> None:
 
 @contextlib.contextmanager
 def clean() -> Iterator[None]:
-    """No mark, no block, no dispatch: every guard checks, as without us (what
-    `typecheck_guard.check` runs its constructions in)."""
+    """Nothing being built, no block, no dispatch: every guard checks, as without us
+    (what `typecheck_guard.check` runs its constructions in; it calls the plain
+    unflatten, not `install()`'s wrapper)."""
     state = marks.state
-    saved = (*state, dispatch.depth)
-    state[:] = [None, None]
+    saved = (list(state), dispatch.depth)
+    state[:] = [None]
     dispatch.depth = 0
     token = block.set(None)
     try:
         yield
     finally:
         block.reset(token)
-        state[UNFLATTENING], state[BUILDING], dispatch.depth = saved
+        state[:], dispatch.depth = saved
