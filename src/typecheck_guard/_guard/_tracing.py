@@ -54,6 +54,16 @@ def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             sys.setprofile(profile)
 
+    # The targets are often not plain functions but caches of JAX's
+    # (`weakref_lru_cache`): what JAX reads on them (`trace_to_jaxpr.evict_weakref`,
+    # which `jitted.clear_cache()` calls; `cache_clear`, `cache_info`) reads the
+    # original's, as `functools.wraps` would for a function's `__dict__`.
+    for name in dir(original):
+        if not name.startswith("__") and not hasattr(unwatched, name):
+            try:
+                setattr(unwatched, name, getattr(original, name))
+            except (AttributeError, TypeError):
+                pass
     unwatched.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
     return unwatched
 

@@ -15,9 +15,11 @@ return: `in_avals`, `out_info`, `compile()`) run as if in a block too.
 
 from __future__ import annotations
 
+import copy
 import functools as ft
 import inspect
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -120,8 +122,14 @@ class _Context:
 
 class _GuardedCall:
     """`unflatten_safe(jitted_fn)`: calls `jitted_fn` with dispatch-time unflattens
-    of its inputs and outputs unchecked. Other attributes (`lower`, `trace`,
-    `clear_cache`, ...) are those of `jitted_fn`."""
+    of its inputs and outputs unchecked. Everything else is `jitted_fn`'s: its
+    attributes (`lower`, `trace`, `clear_cache`, `__wrapped__`, `__name__`, ...), its
+    binding as a method (a `types.MethodType`, as a jitted function binds), its
+    pickles and copies (those of `unflatten_safe(copy of jitted_fn)`)."""
+
+    # The one name of ours, where a user's attribute can't be: the rest of the
+    # instance dictionary is `jitted_fn`'s metadata, as `functools.wraps` copies it.
+    __slots__ = ("_typecheck_guard_jitted", "__dict__", "__weakref__")
 
     def __init__(self, fn: Callable[..., Any]):
         # The JAX internals every call relies on are resolved and checked here, so
@@ -132,33 +140,59 @@ class _GuardedCall:
         registry()
         make_is_tracing()
         pass_for_jitted(type(self))
-        self.__wrapped__ = fn
-        ft.update_wrapper(self, fn, updated=())
+        self._typecheck_guard_jitted = fn
+        # What `functools.wraps` would copy, but `__wrapped__` is the jitted
+        # function's own (the function it compiles), as `jitted_fn.__wrapped__` is.
+        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                self.__dict__[name] = getattr(fn, name)
+            except AttributeError:
+                pass
+        try:
+            self.__dict__["__wrapped__"] = fn.__wrapped__  # pyright: ignore
+        except AttributeError:
+            pass
 
     @register_dispatch
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         if _registry is None or len(_registry) != _seen:
             _sync()
         dispatch = _state.dispatch
         dispatch.depth += 1
         try:
-            return self.__wrapped__(*args, **kwargs)
+            return self._typecheck_guard_jitted(*args, **kwargs)
         finally:
             dispatch.depth -= 1
 
     def __getattr__(self, name: str) -> Any:
         # `lower`, `trace`, `eval_shape`, ...: JAX rebuilds the arguments' and
         # outputs' trees with placeholder leaves there too.
-        return _in_block(getattr(self.__wrapped__, name))
+        try:
+            fn = object.__getattribute__(self, "_typecheck_guard_jitted")
+        except AttributeError:  # not set yet (`copy`, unpickling)
+            raise AttributeError(name) from None
+        return _in_block(getattr(fn, name))
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # What a jitted function does as a class attribute: itself on the class, a
+        # bound method on an instance (`__self__`, `__func__`, and every attribute
+        # of ours through it).
         if obj is None:
             return self
-        return ft.partial(self, obj)
+        return types.MethodType(self, obj)
+
+    def __reduce__(self) -> Any:
+        return (unflatten_safe, (self._typecheck_guard_jitted,))
+
+    def __copy__(self) -> Any:
+        return _GuardedCall(copy.copy(self._typecheck_guard_jitted))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return _GuardedCall(copy.deepcopy(self._typecheck_guard_jitted, memo))
 
     def __repr__(self) -> str:
-        return f"typecheck_guard.unflatten_safe({self.__wrapped__!r})"
+        return f"typecheck_guard.unflatten_safe({self._typecheck_guard_jitted!r})"
 
 
 def _in_block(value: Any) -> Any:
