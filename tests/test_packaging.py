@@ -3,7 +3,8 @@
 checkout), hold exactly the files we mean them to, whatever else lies in the
 builder's tree; they pass `twine check`; they hold the license and the metadata a
 package index shows, and none of our own bookkeeping (scenario codes,
-development-log words) in their file names or in the wheel's text.
+development-log words) in their file names or in the wheel's text. The README reads
+right on the package index's project page.
 
 The builds run hatchling's PEP 517 hooks in a subprocess, without a network: a few
 seconds.
@@ -311,3 +312,20 @@ def test_no_bookkeeping_words_in_what_the_wheel_installs(dists):
 )
 def test_the_bookkeeping_pattern(line, bookkeeping):
     assert bool(BOOKKEEPING.search(line)) == bookkeeping
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_the_readmes_links_work_on_the_package_index():
+    # The package index shows README.md without the repository around it: a
+    # relative link there leads nowhere. Links into the documentation name its
+    # pages on the documentation site, and each such page exists.
+    docs_site = _pyproject()["project"]["urls"]["Documentation"]
+    links = MARKDOWN_LINK.findall((ROOT / "README.md").read_text())
+    assert links
+    assert [link for link in links if not link.startswith("https://")] == []
+    for link in links:
+        if link.startswith(docs_site):
+            page = link.removeprefix(docs_site).split("#")[0].rstrip("/")
+            assert (ROOT / "docs" / f"{page or 'index'}.md").is_file(), link
