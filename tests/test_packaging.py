@@ -4,7 +4,7 @@ checkout), hold exactly the files we mean them to, whatever else lies in the
 builder's tree; they pass `twine check`; they hold the license and the metadata a
 package index shows, and none of our own bookkeeping (scenario codes,
 development-log words) in their file names or in the wheel's text. The README reads
-right on the package index's project page.
+right on the package index's project page, and the changelog is release notes.
 
 The builds run hatchling's PEP 517 hooks in a subprocess, without a network: a few
 seconds.
@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 import typecheck_guard
 
@@ -329,3 +330,56 @@ def test_the_readmes_links_work_on_the_package_index():
         if link.startswith(docs_site):
             page = link.removeprefix(docs_site).split("#")[0].rstrip("/")
             assert (ROOT / "docs" / f"{page or 'index'}.md").is_file(), link
+
+
+def _changelog_sections() -> list[tuple[str, list[str], str]]:
+    """CHANGELOG.md's `## ` sections: the title, its `### ` groups, the text."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    sections = []
+    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+        title, _, body = part.partition("\n")
+        groups = re.findall(r"^### (.+)$", body, re.M)
+        sections.append((title.strip(), groups, body))
+    return sections
+
+
+def test_the_changelog_has_unreleased_on_top_in_keep_a_changelogs_groups():
+    sections = _changelog_sections()
+    assert sections[0][0] == "UNRELEASED"
+    allowed = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
+    for title, groups, _ in sections:
+        assert groups, title
+        assert set(groups) <= set(allowed), title
+        # In Keep a Changelog's order, each once.
+        assert groups == sorted(groups, key=allowed.index), title
+
+
+def test_the_version_is_not_claimed_released_before_it_is():
+    version = Version(typecheck_guard.__version__)
+    released = [title for title, _, _ in _changelog_sections()[1:]]
+    if version.is_devrelease or version.is_prerelease:
+        # `X.dev0` until X is tagged: then the UNRELEASED notes become X's.
+        assert not any(t.split()[0] == version.base_version for t in released)
+    else:
+        assert released and released[0].split()[0] == str(version)
+    # The citation names the version this README describes.
+    for page in (ROOT / "README.md", ROOT / "docs" / "index.md"):
+        cited = re.findall(r"^\s*version = \{(.+)\},$", page.read_text(), re.M)
+        assert cited == [typecheck_guard.__version__], page.name
+
+
+# What users don't see: our private modules, the test suite, benchmark and
+# maintenance scripts.
+INTERNAL = re.compile(
+    r"typecheck_guard\._|`_[a-z]\w*\.py|\b(tests|benchmarks|scripts)/"
+)
+
+
+def test_the_changelog_speaks_to_users():
+    found = [
+        f"{title}: {line.strip()}"
+        for title, _, body in _changelog_sections()
+        for line in body.splitlines()
+        if INTERNAL.search(line)
+    ]
+    assert found == []
