@@ -41,7 +41,7 @@ BOOKKEEPING_NAME = re.compile(r"seed|held.?out|issue|(^|[/_.-])s[0-3]([/_.-]|$)"
 
 # What the sdist holds: these folders and files of the repository, and PKG-INFO.
 # hatchling adds `.gitignore` to every sdist (and applies it when it builds the
-# wheel from it).
+# wheel from it), and a build hook (`hatch_build.py`) when there is one.
 SDIST_FOLDERS = ("src/", "tests/", "docs/")
 SDIST_FILES = {
     "pyproject.toml",
@@ -50,6 +50,7 @@ SDIST_FILES = {
     "LICENSE",
     "mkdocs.yml",
     ".gitignore",
+    "hatch_build.py",
 }
 # What a wheel's .dist-info holds besides the license.
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "entry_points.txt", "licenses/LICENSE"}

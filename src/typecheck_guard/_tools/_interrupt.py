@@ -55,8 +55,9 @@ def checkpoint() -> None:
 
 @contextlib.contextmanager
 def deferred(command: str) -> Iterator[None]:
-    """While the block runs, Ctrl-C is taken at the block's `checkpoint()`s, and
-    at its end at the latest. `command` names us in the message."""
+    """While the block runs, Ctrl-C is taken at the block's `checkpoint()`s (one
+    after the last of them is dropped: end the block with one where that matters).
+    `command` names us in the message."""
     global _pending, _command
     if (
         threading.current_thread() is not threading.main_thread()
@@ -68,7 +69,6 @@ def deferred(command: str) -> Iterator[None]:
     signal.signal(signal.SIGINT, _handler)
     try:
         yield
-        checkpoint()
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _pending = False

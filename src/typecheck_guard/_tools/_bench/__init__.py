@@ -47,6 +47,21 @@ def run(
     the JSON goes to standard output, and the table to standard error.
     """
     from .._interrupt import deferred
+
+    # From here on, Ctrl-C is taken at a safe point, even while JAX imports.
+    with deferred(PROG):
+        return _run(preset, json_path, plot_path, checkers, scenarios, progress)
+
+
+def _run(
+    preset: str,
+    json_path: str | None,
+    plot_path: str | None,
+    checkers: Sequence[str] | None,
+    scenarios: Sequence[str] | None,
+    progress: bool | None,
+) -> int:
+    from .._interrupt import checkpoint
     from .._output import is_stdout, stdout_to_stderr, write_atomically, write_text
     from ._measure import Progress
     from ._report import plot, table, to_json
@@ -69,12 +84,14 @@ def run(
     results: list = []
     sweep: list = []
     try:
-        with stdout_to_stderr(json_out), deferred(PROG):
+        with stdout_to_stderr(json_out):
             for result in run_cases(chosen, checkers, scenarios, bar):
                 results.append(result)
             if plot_path is not None:
                 for point in run_sweep(chosen, usable[0], bar):
                     sweep.append(point)
+            # A Ctrl-C during the last block: stop before writing, as after any.
+            checkpoint()
     except KeyboardInterrupt:
         bar.close()
         print(table(results, env, reasons), file=out)
@@ -97,7 +114,9 @@ def run(
     return 0
 
 
-def _interrupted(done: int, steps: int, json_path: str | None, plot_path: str | None):
+def _interrupted(
+    done: int, steps: int, json_path: str | None, plot_path: str | None
+) -> None:
     unwritten = [
         option
         for option, path in (("--json", json_path), ("--plot", plot_path))
