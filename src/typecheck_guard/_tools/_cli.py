@@ -128,7 +128,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         "whether install() or unflatten_safe covers it, and the one-line fix; also "
         "typechecks that silently check nothing (typeguard 4.x under jaxtyped). Exit "
         "code: 0 clean, 1 findings, 2 a module could not be imported (the others are "
-        "still scanned and reported).",
+        "still scanned and reported), 130 interrupted (Ctrl-C; what was found so far "
+        "is reported).",
     )
     # `nargs="*"`: `scan --json pkg`, where `--json` was a flag, still means
     # `scan --json - pkg` (`_scan_arguments`).
@@ -165,7 +166,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     prof = sub.add_parser(
         "profile",
         help="run a Python program and report where its typecheck time goes",
-        usage=f"{PROG} profile [-h] [--install] [--json FILE] [--plot FILE] "
+        usage=f"{PROG} profile [-h] [--install] [--json PATH] [--plot PATH] "
         "[--top N] (script.py | -m module) [args ...]",
         description="Run the program exactly as `python` would, record every "
         "typecheck it runs (jaxtyping, beartype, typeguard, isinstance(x, "
@@ -182,13 +183,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     )
     prof.add_argument(
         "--json",
-        metavar="FILE",
-        help="also write the report as JSON to FILE ('-': to standard output, and "
+        metavar="PATH",
+        help="also write the report as JSON to PATH ('-': to standard output, and "
         "what the program prints to standard error)",
     )
     prof.add_argument(
         "--plot",
-        metavar="FILE",
+        metavar="PATH",
         help="also draw the sites as a bar chart (needs matplotlib: pip install "
         "'typecheck-guard[plot]')",
     )

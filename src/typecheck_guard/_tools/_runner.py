@@ -61,7 +61,7 @@ def split_command(
     Everything after the script (or after `-m module`) is the program's, options
     included, as with `python`: `typecheck-guard profile --top 5 train.py --top 3`
     gives `--top 3` to `train.py`. `takes_value` names our options that take a
-    separate value (`--json FILE`).
+    separate value (`--json PATH`).
     """
     argv = list(argv)
     i = 0
