@@ -28,10 +28,21 @@ pytestmark = pytest.mark.skipif(
 FIXTURES = Path(__file__).parent / "scan_fixtures"
 
 
+# The command as `typecheck-guard ...` runs it, with Python's own Ctrl-C handler:
+# a run in a background job (`pytest &`, nohup) starts with SIGINT ignored, which
+# children inherit and Python then keeps ignoring.
+COMMAND = (
+    "import signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "from typecheck_guard._tools._cli import main\n"
+    "raise SystemExit(main(sys.argv[1:]))\n"
+)
+
+
 def _start(*args: str, cwd: Path, **env: str) -> subprocess.Popen[bytes]:
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.Popen(
-        [sys.executable, "-m", "typecheck_guard", *args],
+        [sys.executable, "-c", COMMAND, *args],
         cwd=cwd,
         env={**environ, **env},
         stdout=subprocess.PIPE,
