@@ -27,4 +27,8 @@ from ._profile._data import Site as Site
 from ._unflatten._check import check as check
 from ._unflatten._safe import unflatten_safe as unflatten_safe
 
-__version__ = "0.1.0"
+# 0.1.0 is the first release; until it is tagged, what is built from a checkout is a
+# development release of it (PEP 440), which pip never takes for 0.1.0 itself. When
+# tagging: drop ".dev0" here and in the citations (README.md, docs/index.md), and
+# give CHANGELOG.md's UNRELEASED section the version and the date.
+__version__ = "0.1.0.dev0"

@@ -336,6 +336,28 @@ def test_register_dataclass_misuse_messages():
         )
 
 
+@pytest.mark.parametrize(
+    ("given", "write"),
+    [
+        ("xy", "data_fields=['xy']"),  # a field's name
+        ("x, y", "data_fields=['x', 'y']"),
+        ("x y", "data_fields=['x', 'y']"),
+        ("yx", "data_fields=['y', 'x']"),  # one name per letter
+        ("q", "data_fields=[...], a list of its fields ('x', 'y', 'xy')"),
+    ],
+)
+def test_register_dataclass_a_string_for_names_suggests_the_fields(given, write):
+    @dataclasses.dataclass
+    class D:
+        x: int
+        y: int
+        xy: int
+
+    with pytest.raises(TypeError) as info:
+        typecheck_guard.register_dataclass(D, data_fields=given, meta_fields=[])
+    assert str(info.value).endswith(f"got the string {given!r}. Write {write}.")
+
+
 def test_install_rejects_a_non_bool_pytree_cache():
     with pytest.raises(TypeError, match="pytree_cache"):
         typecheck_guard.install(pytree_cache="no")  # type: ignore[arg-type]

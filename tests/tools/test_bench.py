@@ -427,3 +427,31 @@ def test_unavailable_typeguard_4_is_skipped_with_a_reason(monkeypatch):
     )
     with pytest.raises(_scenarios.Unavailable, match="checks nothing under jaxtyped"):
         _scenarios.load_checker("typeguard")
+
+
+def test_bench_json_to_stdout_holds_the_json_alone(tmp_path):
+    # `--json -`: the JSON on standard output, the table on standard error.
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "typecheck_guard",
+            "bench",
+            "--smoke",
+            "--checker",
+            "beartype",
+            "--scenario",
+            "eager",
+            "--json",
+            "-",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {r["scenario"] for r in report["results"]} == {"eager"}
+    assert "eager PyTree check" in proc.stderr and "no plugin" in proc.stderr
+    assert os.listdir(tmp_path) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from typecheck_guard._tools import _scan
+from typecheck_guard._tools import _cli as _cli_module, _scan
 
 FIXTURES = Path(__file__).parent / "scan_fixtures"
 
@@ -34,7 +34,7 @@ def _cli(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess[str]:
 
 
 def _scan_json(*modules: str) -> tuple[int, dict]:
-    proc = _cli("scan", "--json", *modules)
+    proc = _cli("scan", "--json", "-", *modules)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -146,7 +146,7 @@ def test_scan_reports_import_errors_and_still_scans_the_others():
     assert "'a_dependency_that_is_not_installed'" in proc.stdout
     assert "(imported atrisk_pkg, clean_pkg;" in proc.stdout
 
-    proc = _cli("scan", "--json", "missing_dep_pkg", "atrisk_pkg")
+    proc = _cli("scan", "--json", "-", "missing_dep_pkg", "atrisk_pkg")
     assert proc.returncode == 2
     report = json.loads(proc.stdout)
     assert report["exit_code"] == 2
@@ -162,7 +162,7 @@ def test_scan_recursive_reports_a_submodule_that_fails_and_walks_on(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "broken.py").write_text("import a_dependency_that_is_not_installed\n")
     (pkg / "fine.py").write_text((FIXTURES / "atrisk_pkg" / "models.py").read_text())
-    proc = _cli("scan", "--json", "-r", "half_pkg", cwd=tmp_path)
+    proc = _cli("scan", "--json", "-", "-r", "half_pkg", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     report = json.loads(proc.stdout)
     assert [e["module"] for e in report["import_errors"]] == ["half_pkg.broken"]
@@ -207,7 +207,7 @@ def test_scan_detects_typeguard4_checking_nothing():
 
     if not hasattr(typeguard, "InstrumentationWarning"):
         pytest.skip("needs typeguard 4.x")
-    proc = _cli("scan", "--json", "typeguard4_pkg")
+    proc = _cli("scan", "--json", "-", "typeguard4_pkg")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert [s["target"] for s in report["silent_checks"]] == [
@@ -308,12 +308,12 @@ def test_profile_checks_its_outputs_before_running_the_program(tmp_path: Path):
 
 
 def test_output_into_a_closed_pipe_ends_quietly():
-    # `typecheck-guard scan --json pkg | head -1`, once head has exited: the reader
+    # `typecheck-guard scan --json - pkg | head -1`, once head has exited: the reader
     # is gone before we write.
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "typecheck_guard", "scan", "--json", "atrisk_pkg"],
+        [sys.executable, "-m", "typecheck_guard", "scan", "--json", "-", "atrisk_pkg"],
         cwd=FIXTURES,
         env=env,
         stdout=subprocess.PIPE,
@@ -328,3 +328,80 @@ def test_output_into_a_closed_pipe_ends_quietly():
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert stderr == ""
     assert code == 141  # 128 + SIGPIPE, as a shell reports a command a pipe ended
+
+
+def test_scan_json_to_stdout_holds_the_json_alone(tmp_path: Path):
+    # A module that prints at import: its output goes to stderr, Python's print and
+    # a write to file descriptor 1 alike.
+    (tmp_path / "chatty.py").write_text(
+        "import os\n"
+        "print('chatty prints at import')\n"
+        "os.write(1, b'chatty writes to fd 1\\n')\n"
+        + (FIXTURES / "atrisk_pkg" / "models.py").read_text()
+    )
+    proc = _cli("scan", "--json", "-", "chatty", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert "Node" in {f["name"] for f in report["at_risk"]}
+    assert "chatty prints at import" in proc.stderr
+    assert "chatty writes to fd 1" in proc.stderr
+    # To a file: the same report; the module's output stays on stdout.
+    proc = _cli("scan", "--json", "report.json", "chatty", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    assert proc.stdout.splitlines() == [
+        "chatty prints at import",
+        "chatty writes to fd 1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "modules", "json_path"),
+    [
+        (["--json", "-", "atrisk_pkg"], ["atrisk_pkg"], "-"),
+        (["--json", "out.json", "atrisk_pkg"], ["atrisk_pkg"], "out.json"),
+        (["--json", "report", "atrisk_pkg"], ["atrisk_pkg"], "report"),
+        # `--json` was a flag: a module after it is a module, not a path.
+        (["--json", "atrisk_pkg"], ["atrisk_pkg"], "-"),
+        (
+            ["--json", "atrisk_pkg.models", "clean_pkg"],
+            ["atrisk_pkg.models", "clean_pkg"],
+            "-",
+        ),
+        (["atrisk_pkg", "--json"], ["atrisk_pkg"], "-"),
+        (["--json", "-r", "atrisk_pkg"], ["atrisk_pkg"], "-"),
+        (["atrisk_pkg"], ["atrisk_pkg"], None),
+    ],
+)
+def test_scan_json_takes_a_path_or_dash(monkeypatch, argv, modules, json_path):
+    monkeypatch.chdir(FIXTURES)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    args = _cli_module._parse(["scan", *argv])
+    _cli_module._scan_arguments(args)
+    assert (args.modules, args.json) == (modules, json_path)
+
+
+def test_scan_json_as_a_flag_still_prints_it():
+    proc = _cli("scan", "--json", "atrisk_pkg")
+    assert proc.returncode == 1, proc.stderr
+    assert "Node" in {f["name"] for f in json.loads(proc.stdout)["at_risk"]}
+    assert not (FIXTURES / "atrisk_pkg").is_file()
+
+
+def test_scan_without_a_module_is_a_usage_error(tmp_path: Path):
+    proc = _cli("scan", "--json", "out.json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: typecheck-guard scan ")
+    assert proc.stderr.splitlines()[-1] == (
+        "typecheck-guard scan: error: the following arguments are required: MODULE"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_profile_json_to_stdout_holds_the_json_alone(tmp_path: Path):
+    script = tmp_path / "prog.py"
+    script.write_text("print('the program prints')\nraise SystemExit(3)\n")
+    proc = _cli("profile", "--json", "-", str(script), cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["sites"] == []
+    assert "the program prints" in proc.stderr

@@ -146,6 +146,28 @@ def test_unknown_module_and_missing_script(tmp_path: Path):
     assert "typecheck-guard run script.py" in proc.stderr
 
 
+def test_a_folder_without_main_is_one_line_as_python_prints_it(tmp_path: Path):
+    (tmp_path / "folder").mkdir()
+    ours = _run("run", "folder", cwd=tmp_path)
+    theirs = _run("folder", cwd=tmp_path, python=True)
+    assert (
+        (ours.returncode, ours.stdout)
+        == (theirs.returncode, theirs.stdout)
+        == (
+            1,
+            "",
+        )
+    )
+    assert ours.stderr == theirs.stderr
+    assert ours.stderr.splitlines() == [
+        f"{sys.executable}: can't find '__main__' module in "
+        f"{str(tmp_path / 'folder')!r}"
+    ]
+    # A folder with one runs, as with `python`.
+    _write(tmp_path / "folder" / "__main__.py", "raise SystemExit(4)\n")
+    assert _run("run", "folder", cwd=tmp_path).returncode == 4
+
+
 def test_install_is_in_effect(tmp_path: Path):
     # A class the script defines is adapted: a jitted step returning it runs no
     # check per call, while a direct construction is still checked.

@@ -70,13 +70,35 @@ def _slot_field(cls: type, name: str) -> bool:
     )
 
 
-def _names(cls: str, arg: str, value: Any) -> tuple[str, ...]:
-    """`value` as a tuple of field names, or a message naming `cls` and `arg`."""
+def _meant(value: str, fields: Sequence[str]) -> list[str]:
+    """The names a string given for a list of names stands for: one field's name,
+    names between commas or spaces, or one name per letter (`'xy'`), whichever
+    names fields of the class (none: `[]`). Without fields to compare with, the
+    names between commas or spaces."""
+    split = value.replace(",", " ").split()
+    if not fields:
+        return split
+    for names in ([value], split, list(value)):
+        if names and set(names) <= set(fields):
+            return names
+    return []
+
+
+def _names(
+    cls: str, arg: str, value: Any, fields: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """`value` as a tuple of field names, or a message naming `cls` and `arg`;
+    `fields`, the class's, make the suggestion for a string one that names them."""
     if isinstance(value, str):
+        meant = _meant(value, fields)
+        listed = ", ".join(map(repr, fields))
+        fix = (
+            f"{arg}={meant!r}"
+            if meant
+            else f"{arg}=[...], a list of its fields ({listed})"
+        )
         raise TypeError(
-            NOT_NAMES.format(
-                cls=cls, arg=arg, got=f"the string {value!r}", fix=f"{arg}=[{value!r}]"
-            )
+            NOT_NAMES.format(cls=cls, arg=arg, got=f"the string {value!r}", fix=fix)
         )
     try:
         names = tuple(value)
@@ -109,9 +131,14 @@ def plan(
     name = cls.__qualname__
     # What is given must be names, before "give both or neither" (`data_fields=5`
     # alone is wrong twice; say the worse first).
+    names = (
+        tuple(f.name for f in dataclasses.fields(cls))
+        if dataclasses.is_dataclass(cls)
+        else ()
+    )
     for arg, value in (("data_fields", data_fields), ("meta_fields", meta_fields)):
         if value is not None:
-            _names(name, arg, value)
+            _names(name, arg, value, names)
     if data_fields is None or meta_fields is None:
         if (data_fields is None) != (meta_fields is None):
             raise TypeError(
@@ -127,9 +154,9 @@ def plan(
         fields = dataclasses.fields(cls)
         data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
         meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
-    data_fields = _names(name, "data_fields", data_fields)
-    meta_fields = _names(name, "meta_fields", meta_fields)
-    drop_fields = _names(name, "drop_fields", drop_fields)
+    data_fields = _names(name, "data_fields", data_fields, names)
+    meta_fields = _names(name, "meta_fields", meta_fields, names)
+    drop_fields = _names(name, "drop_fields", drop_fields, names)
     restore: dict[str, Restore] = {}
     missing: list[tuple[str, str]] = []
     if dataclasses.is_dataclass(cls):

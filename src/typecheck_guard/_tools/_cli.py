@@ -8,6 +8,11 @@ program's typecheck time goes). All import JAX lazily, so `--help` is instant.
 `run` and `profile` take the program's command line as `python` does: everything
 after the script (or after `-m module`) is the program's, so we split it off before
 argparse sees it (`_runner.split_command`).
+
+`--json PATH` is one convention for `scan`, `profile` and `bench`: a file, or `-`
+for standard output, which then holds the JSON alone (`_output`). Ctrl-C ends
+every command with exit code 130 and no traceback of ours; `bench` and `scan`
+take it at a safe point and report what they have (`_interrupt`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from ._bench._scenarios import SCENARIOS
+from ._output import STDOUT, is_stdout, unwritable
 
 __all__ = ["main"]
 
@@ -64,7 +70,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         dest="preset",
         action="store_const",
         const="quick",
-        help="short run, well under a minute on two cores (the default)",
+        help="short run, about a minute on two cores (the default)",
     )
     size.add_argument(
         "--full",
@@ -81,7 +87,12 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         help="tiny sizes and rounds: checks that every scenario runs; figures are noise",
     )
     bench.set_defaults(preset="quick")
-    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the results as JSON to PATH ('-': to standard output, and "
+        "the table to standard error)",
+    )
     bench.add_argument(
         "--plot",
         metavar="PATH",
@@ -111,15 +122,19 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     scan = sub.add_parser(
         "scan",
         help="list the pytree classes that re-run a typecheck on unflatten",
+        usage=f"{PROG} scan [-h] [-r] [--json PATH] MODULE [MODULE ...]",
         description="Import MODULEs and list every registered pytree class whose "
         "unflatten would run a typecheck, with how it is registered, which checker, "
         "whether install() or unflatten_safe covers it, and the one-line fix; also "
         "typechecks that silently check nothing (typeguard 4.x under jaxtyped). Exit "
         "code: 0 clean, 1 findings, 2 a module could not be imported (the others are "
-        "still scanned and reported).",
+        "still scanned and reported), 130 interrupted (Ctrl-C; what was found so far "
+        "is reported).",
     )
+    # `nargs="*"`: `scan --json pkg`, where `--json` was a flag, still means
+    # `scan --json - pkg` (`_scan_arguments`).
     scan.add_argument(
-        "modules", nargs="+", metavar="MODULE", help="e.g. mypackage.models"
+        "modules", nargs="*", metavar="MODULE", help="e.g. mypackage.models"
     )
     scan.add_argument(
         "-r",
@@ -127,7 +142,15 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         action="store_true",
         help="also import every submodule of the packages given",
     )
-    scan.add_argument("--json", action="store_true", help="print the report as JSON")
+    scan.add_argument(
+        "--json",
+        metavar="PATH",
+        nargs="?",
+        const=STDOUT,
+        help="write the report as JSON to PATH instead of the text ('-', or "
+        "--json alone after the modules: to standard output, which then holds "
+        "nothing else)",
+    )
 
     run = sub.add_parser(
         "run",
@@ -143,7 +166,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     prof = sub.add_parser(
         "profile",
         help="run a Python program and report where its typecheck time goes",
-        usage=f"{PROG} profile [-h] [--install] [--json FILE] [--plot FILE] "
+        usage=f"{PROG} profile [-h] [--install] [--json PATH] [--plot PATH] "
         "[--top N] (script.py | -m module) [args ...]",
         description="Run the program exactly as `python` would, record every "
         "typecheck it runs (jaxtyping, beartype, typeguard, isinstance(x, "
@@ -158,10 +181,15 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         action="store_true",
         help="call typecheck_guard.install() first, to see what remains",
     )
-    prof.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    prof.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the report as JSON to PATH ('-': to standard output, and "
+        "what the program prints to standard error)",
+    )
     prof.add_argument(
         "--plot",
-        metavar="FILE",
+        metavar="PATH",
         help="also draw the sites as a bar chart (needs matplotlib: pip install "
         "'typecheck-guard[plot]')",
     )
@@ -192,28 +220,11 @@ def _error(command: str, message: str) -> int:
     return 2
 
 
-def _unwritable(path: str) -> str | None:
-    """Why `path` can't be written, or `None`. Checked before a long run, so that a
-    typo fails at once instead of after it (and `profile` keeps its exit code)."""
-    if os.path.isdir(path):
-        return f"{path!r} is a directory"
-    existed = os.path.exists(path)
-    try:
-        # Append mode: an existing file is left as it is until we write it.
-        with open(path, "a"):
-            pass
-    except OSError as e:
-        return f"can't write {path!r}: {e.strerror or e}"
-    if not existed:
-        os.remove(path)
-    return None
-
-
 def _outputs(command: str, args: argparse.Namespace) -> str | None:
     """The first problem with the `--json` / `--plot` files, as an error message."""
     for option in ("json", "plot"):
         path = getattr(args, option, None)
-        if isinstance(path, str) and (why := _unwritable(path)) is not None:
+        if isinstance(path, str) and (why := unwritable(path)) is not None:
             return f"--{option}: {why}"
     if getattr(args, "plot", None) is not None:
         try:
@@ -223,21 +234,44 @@ def _outputs(command: str, args: argparse.Namespace) -> str | None:
     return None
 
 
+def _scan_arguments(args: argparse.Namespace) -> None:
+    """Settle `scan`'s modules and `--json`.
+
+    `--json` was a flag for `scan` before it took a path, so `scan --json pkg`
+    still means `scan --json - pkg` when `pkg` is a module we can import and not a
+    `.json` file.
+    """
+    from ._scan import names_a_module
+
+    if args.json not in (None, STDOUT) and names_a_module(args.json):
+        args.modules.insert(0, args.json)
+        args.json = STDOUT
+    if not args.modules:
+        _parsers()["scan"].error("the following arguments are required: MODULE")
+
+
 def _scan(args: argparse.Namespace) -> int:
+    from ._interrupt import deferred
+    from ._output import stdout_to_stderr, write_text
     from ._scan import ScanError, format_text, scan, to_dict
 
+    _scan_arguments(args)
+    if (problem := _outputs("scan", args)) is not None:
+        return _error("scan", problem)
     try:
-        report = scan(args.modules, recursive=args.recursive)
+        # With `--json -`, what the modules print at import goes to stderr.
+        with stdout_to_stderr(is_stdout(args.json)), deferred(f"{PROG} scan"):
+            report = scan(args.modules, recursive=args.recursive)
     except ScanError as e:
         return _error("scan", str(e))
     # One line per module that could not be imported; the others are still scanned
     # and reported, and the exit code is 2.
     for e in report.import_errors:
         _error("scan", str(e))
-    if not report.imported:
+    if not report.imported and not report.interrupted:
         return report.exit_code
-    if args.json:
-        print(json.dumps(to_dict(report), indent=2))
+    if args.json is not None:
+        write_text(args.json, json.dumps(to_dict(report), indent=2) + "\n")
     else:
         print(format_text(report))
     return report.exit_code
@@ -297,23 +331,25 @@ def _program(command: str, argv: list[str]) -> int:
         return _error(command, problem)
     from .._profile._api import Profile
     from .._profile._report import format_text, plot
+    from ._output import stdout_to_stderr, write_atomically, write_text
 
     if args.install:
         _install()
     prof = Profile()
     prof.program = program.display
     prof._before_program = True  # we see every jitted callable the program makes
-    with prof:
+    # With `--json -`, standard output holds the JSON alone: the program's output
+    # goes to stderr, with the report.
+    with stdout_to_stderr(is_stdout(args.json)), prof:
         code = run_program(program, command)
     top = args.top or None
     sys.stdout.flush()
     print(format_text(prof, top=top, more="--top 0 lists them all"), file=sys.stderr)
     try:
         if args.json is not None:
-            with open(args.json, "w") as f:
-                json.dump(prof.to_dict(), f, indent=2)
+            write_text(args.json, json.dumps(prof.to_dict(), indent=2) + "\n")
         if args.plot is not None:
-            plot(prof, args.plot, top=top)
+            write_atomically(args.plot, lambda tmp: plot(prof, tmp, top=top))
     except OSError as e:
         # Checked before the run, but the disk may have filled or the folder gone
         # since: say so, and keep the program's exit code when it has one.
@@ -339,6 +375,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Output still buffered would otherwise meet a closed pipe at exit, where
         # Python can only print "Exception ignored".
         sys.stdout.flush()
+    except KeyboardInterrupt:
+        # Ctrl-C where no command takes it itself (while JAX imports, say): no
+        # traceback through our frames, the exit code a shell gives it.
+        print(f"{PROG}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (`scan --json | head`): stop quietly, as `cat` does.
         # Python's own advice (the `signal` module's docs): point stdout at devnull

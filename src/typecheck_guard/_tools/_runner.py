@@ -61,7 +61,7 @@ def split_command(
     Everything after the script (or after `-m module`) is the program's, options
     included, as with `python`: `typecheck-guard profile --top 5 train.py --top 3`
     gives `--top 3` to `train.py`. `takes_value` names our options that take a
-    separate value (`--json FILE`).
+    separate value (`--json PATH`).
     """
     argv = list(argv)
     i = 0
@@ -175,7 +175,7 @@ def run_program(program: Program, command: str) -> int:
         _excepthook(e)
         return 130
     except BaseException as e:
-        if program.is_module and isinstance(e, ImportError) and _not_found(e, program):
+        if isinstance(e, ImportError) and _not_found(e):
             sys.stderr.write(f"{sys.executable}: {e}\n")
             return 1
         _excepthook(e)
@@ -187,7 +187,8 @@ def run_program(program: Program, command: str) -> int:
     return 0
 
 
-def _not_found(e: ImportError, program: Program) -> bool:
-    # runpy raises its own ImportError ("No module named ...", "... is a package
-    # and cannot be directly executed") before the program runs: no traceback.
+def _not_found(e: ImportError) -> bool:
+    # runpy raises its own ImportError before the program runs ("No module named
+    # ...", "... is a package and cannot be directly executed", "can't find
+    # '__main__' module in 'folder'"): one line, as `python` prints it.
     return _trimmed(e.__traceback__) is None

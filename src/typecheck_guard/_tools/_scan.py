@@ -24,8 +24,16 @@ from typing import Any, NamedTuple
 
 from .._adapt._coverage import Finding, SilentCheck, finding
 from .._adapt._unadapted import at_risk
+from ._interrupt import checkpoint
 
-__all__ = ["Finding", "ScanError", "ScanReport", "SilentCheck", "scan"]
+__all__ = [
+    "Finding",
+    "ScanError",
+    "ScanReport",
+    "SilentCheck",
+    "names_a_module",
+    "scan",
+]
 
 
 class ScanError(Exception):
@@ -44,9 +52,15 @@ class ScanReport(NamedTuple):
     import_errors: tuple[ScanError, ...] = ()
     """The modules that could not be imported, one `ScanError` each: the others
     were still imported and scanned."""
+    interrupted: bool = False
+    """Ctrl-C stopped the scan: what it had found is reported, exit code 130."""
+    not_imported: tuple[str, ...] = ()
+    """The modules Ctrl-C kept from being imported (or finishing their import)."""
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return 130  # as a shell reports a command ended by Ctrl-C
         if self.import_errors:
             return 2
         return 1 if self.findings or self.silent else 0
@@ -54,8 +68,8 @@ class ScanReport(NamedTuple):
     @property
     def imported(self) -> tuple[str, ...]:
         """The modules given that were imported."""
-        failed = {e.module for e in self.import_errors}
-        return tuple(m for m in self.modules if m not in failed)
+        left = {e.module for e in self.import_errors} | set(self.not_imported)
+        return tuple(m for m in self.modules if m not in left)
 
 
 def _where(e: BaseException) -> str:
@@ -81,6 +95,28 @@ def _short(path: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _search_cwd() -> None:
+    """What `python -m` does: the user's modules are found from where they are."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def names_a_module(value: str) -> bool:
+    """Whether `value` is the name of a module we can import rather than a file
+    name: a dotted name, not ending with `.json`, whose top-level package exists
+    (looking it up runs none of its code)."""
+    if value.endswith(".json") or not _DOTTED.fullmatch(value):
+        return False
+    _search_cwd()
+    try:
+        return importlib.util.find_spec(value.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _import(name: str) -> Any:
@@ -148,6 +184,7 @@ def import_all(
     names: Sequence[str],
     recursive: bool = False,
     errors: list[ScanError] | None = None,
+    interrupted: list[str] | None = None,
 ) -> list[SilentCheck]:
     """Import `names` (and, with `recursive`, every submodule of the packages among
     them); return the checks typeguard 4 said it would not run.
@@ -155,12 +192,14 @@ def import_all(
     A module that can't be imported raises `ScanError`, or, when `errors` is a list,
     is appended to it and the other modules are still imported: one missing optional
     dependency should not hide what the rest of a package registers.
+
+    Ctrl-C is taken between two modules (or within one, the second time: see
+    `_interrupt`); it raises `KeyboardInterrupt`, or, when `interrupted` is a list,
+    stops the imports and appends to it the modules not imported.
     """
     failed: list[ScanError] = []
     instrumentation = _instrumentation_warning()
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        # What `python -m` does: the user's modules are found from where they are.
-        sys.path.insert(0, os.getcwd())
+    _search_cwd()
     with warnings.catch_warnings(record=True) as caught:
         if instrumentation is not None:
             # typeguard 4 can't instrument code that has no source file, which is
@@ -169,14 +208,22 @@ def import_all(
             warnings.simplefilter("always", instrumentation)
         pending = list(names)
         while pending:
-            name = pending.pop(0)
+            name = pending[0]
             try:
-                module = _import(name)
-            except ScanError as e:
-                failed.append(e)
-            else:
-                if recursive and name in names:
-                    pending += _submodules(module, failed)
+                checkpoint()
+                try:
+                    module = _import(name)
+                except ScanError as e:
+                    failed.append(e)
+                else:
+                    if recursive and name in names:
+                        pending += _submodules(module, failed)
+            except KeyboardInterrupt:
+                if interrupted is None:
+                    raise
+                interrupted += pending
+                break
+            pending.pop(0)
             if failed and errors is None:
                 raise failed[0]
     if errors is not None:
@@ -201,19 +248,37 @@ def scan(modules: Sequence[str], recursive: bool = False) -> ScanReport:
     and the others are still imported and scanned.
     """
     errors: list[ScanError] = []
-    silent = import_all(modules, recursive, errors)
-    from .._compat._jax import registry
-
-    records = sorted(at_risk(), key=lambda r: (r.cls.__module__, r.cls.__qualname__))
+    left: list[str] = []
+    silent = import_all(modules, recursive, errors, left)
+    # Interrupted or not, we list what the modules imported so far registered.
+    interrupted = bool(left)
+    registered = 0
     findings = []
-    known = {s.target for s in silent}
-    for record in records:
-        found, unchecked = finding(record)
-        findings.append(found)
-        # The same check, seen by its warning at import and by probing: report once.
-        silent += [s for s in unchecked if s.target not in known]
+    try:
+        checkpoint()
+        from .._compat._jax import registry
+
+        registered = len(registry())
+        records = sorted(
+            at_risk(), key=lambda r: (r.cls.__module__, r.cls.__qualname__)
+        )
+        known = {s.target for s in silent}
+        for record in records:
+            checkpoint()
+            found, unchecked = finding(record)
+            findings.append(found)
+            # The same check, seen by its warning at import and by probing: once.
+            silent += [s for s in unchecked if s.target not in known]
+    except KeyboardInterrupt:
+        interrupted = True
     return ScanReport(
-        tuple(modules), len(registry()), tuple(findings), tuple(silent), tuple(errors)
+        tuple(modules),
+        registered,
+        tuple(findings),
+        tuple(silent),
+        tuple(errors),
+        interrupted,
+        tuple(left),
     )
 
 
@@ -308,6 +373,19 @@ def format_text(report: ScanReport) -> str:
         )
         for e in report.import_errors:
             out += _para(str(e), "  ")
+    if report.interrupted:
+        out.append("")
+        left = report.not_imported
+        out += _para(
+            "Interrupted (Ctrl-C) "
+            + (
+                f"before importing {', '.join(left)}: "
+                f"{'their' if len(left) > 1 else 'its'} classes are not in this "
+                "report."
+                if left
+                else "while listing the classes: the list is incomplete."
+            )
+        )
     imported = ", ".join(report.imported) or "nothing"
     out.append("")
     out += _para(
@@ -327,5 +405,7 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
         "import_errors": [
             {"module": e.module, "message": str(e)} for e in report.import_errors
         ],
+        "interrupted": report.interrupted,
+        "not_imported": list(report.not_imported),
         "exit_code": report.exit_code,
     }

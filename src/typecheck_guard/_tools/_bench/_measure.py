@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TextIO
 
+from .._interrupt import checkpoint
+
 __all__ = [
     "Measurement",
     "Progress",
@@ -121,7 +123,9 @@ def interleaved(
 
     A `Measurement`.
     """
-    # Warm up: the first call traces and compiles.
+    # Warm up: the first call traces and compiles. Ctrl-C is taken between blocks
+    # (`checkpoint`), never inside one, which may be inside JAX.
+    checkpoint()
     _time(checked, 1, False)
     _time(baseline, 1, True)
     if iterations is not None:
@@ -131,7 +135,9 @@ def interleaved(
         n_b = max(1, math.ceil(block_s / max(_time(baseline, 1, True), 1e-9)))
     ratios, per_a, per_b = [], [], []
     for _ in range(rounds):
+        checkpoint()
         a = _time(checked, n_a, False) / n_a
+        checkpoint()
         b = _time(baseline, n_b, True) / n_b
         per_a.append(a)
         per_b.append(b)
@@ -178,6 +184,8 @@ class Progress:
         self.done += 1
 
     def close(self) -> None:
+        """Clear the bar (once: closing it again does nothing)."""
         if self.enabled and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
+            self._width = 0

@@ -7,9 +7,10 @@ import dataclasses
 import math
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._interrupt import checkpoint
 from ._measure import Progress, interleaved
 from ._scenarios import (
     CASES,
@@ -125,18 +126,18 @@ def run_cases(
     checkers: Sequence[str] = CHECKERS,
     scenarios: Sequence[str] | None = None,
     progress: Progress | None = None,
-) -> list[Result]:
-    """Measure every selected case under every checker and mode. A case that can't
-    run here (a checker or a library not installed, a release too old) is reported
-    as skipped, with the reason, and the others still run."""
-    results: list[Result] = []
+) -> Iterator[Result]:
+    """Measure every selected case under every checker and mode, yielding each
+    result as it comes (so that an interrupted run keeps what it measured). A case
+    that can't run here (a checker or a library not installed, a release too old)
+    is reported as skipped, with the reason, and the others still run."""
     for checker_name in checkers:
         try:
             checker = load_checker(checker_name)
         except Unavailable as e:
             for case in _selected(scenarios):
                 for mode in case.modes:
-                    results.append(_skip(case, checker_name, mode, str(e)))
+                    yield _skip(case, checker_name, mode, str(e))
                     if progress:
                         progress.advance()
             continue
@@ -144,6 +145,7 @@ def run_cases(
             label = f"{case.label} ({checker_name})"
             if progress:
                 progress.update(f"{label}: building")
+            checkpoint()
             # The plain classes, before anything is installed.
             try:
                 why = missing(case.needs)
@@ -156,17 +158,16 @@ def run_cases(
                     str(e) if isinstance(e, Unavailable) else f"{type(e).__name__}: {e}"
                 )
                 for mode in case.modes:
-                    results.append(_skip(case, checker_name, mode, why))
+                    yield _skip(case, checker_name, mode, why)
                     if progress:
                         progress.advance()
                 continue
             for mode in case.modes:
                 if progress:
                     progress.update(f"{label}: {mode}")
-                results.append(_measure(case, checker_name, mode, prepared, preset))
+                yield _measure(case, checker_name, mode, prepared, preset)
                 if progress:
                     progress.advance()
-    return results
 
 
 def _skip(case: Case, checker: str, mode: str, why: str) -> Result:
@@ -224,14 +225,15 @@ def count_steps(
 
 def run_sweep(
     preset: Preset, checker_name: str = "beartype", progress: Progress | None = None
-) -> list[SweepPoint]:
-    """The flax.struct state over `preset.sweep_leaves` leaves: the data of `--plot`.
-    Each mode is measured against its own interleaved baseline."""
+) -> Iterator[SweepPoint]:
+    """The flax.struct state over `preset.sweep_leaves` leaves: the data of `--plot`,
+    yielded point by point. Each mode is measured against its own interleaved
+    baseline."""
     checker = load_checker(checker_name)
-    points = []
     for leaves in preset.sweep_leaves:
         if progress:
             progress.update(f"sweep: {leaves} leaves, building")
+        checkpoint()
         prepared = flax_state_prepare(checker, leaves)
         for mode in SWEEP_MODES:
             if progress:
@@ -245,21 +247,18 @@ def run_sweep(
                     else preset.rounds,
                     block_s=preset.block_s,
                 )
-            points.append(
-                SweepPoint(
-                    leaves,
-                    checker_name,
-                    mode,
-                    m.ratio,
-                    m.checked_s,
-                    m.baseline_s,
-                    m.low,
-                    m.high,
-                )
+            yield SweepPoint(
+                leaves,
+                checker_name,
+                mode,
+                m.ratio,
+                m.checked_s,
+                m.baseline_s,
+                m.low,
+                m.high,
             )
             if progress:
                 progress.advance()
-    return points
 
 
 def finite(x: float | None) -> bool:
