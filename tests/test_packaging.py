@@ -127,6 +127,14 @@ def test_the_sdist_leaves_out_our_ci(dists):
         assert needed in names
 
 
+def test_the_start_up_hook_ships_at_the_wheel_s_root(dists):
+    # site-packages runs a `.pth` file found at its top level, in every process.
+    _, wheel = dists
+    with zipfile.ZipFile(wheel) as zf:
+        text = zf.read("typecheck_guard.pth").decode()
+    assert text == (ROOT / "src" / "typecheck_guard.pth").read_text()
+
+
 def test_no_bookkeeping_words_in_file_names(dists):
     sdist, wheel = dists
     with zipfile.ZipFile(wheel) as zf:
