@@ -144,3 +144,19 @@ def test_the_pytest_option_sets_the_variable_for_the_session(
         )
     result.assert_outcomes(passed=1)
     assert os.environ["TYPECHECK_GUARD"] == ""  # what it was before the session
+
+
+def test_profile_install_sets_it_too(tmp_path, capsys):
+    seen = tmp_path / "seen.txt"
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import os, pathlib\n"
+        f"pathlib.Path({str(seen)!r}).write_text(os.environ.get('TYPECHECK_GUARD', '-'))\n"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        assert main(["profile", "--install", str(script)]) == 0
+    assert seen.read_text() == "install"
+    assert "TYPECHECK_GUARD" not in os.environ
+    # The report says whose checks it counted.
+    assert "no typecheck ran in this process" in capsys.readouterr().err

@@ -376,9 +376,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+XDIST_CONTROLLER: Final = (
+    "typecheck-guard: the tests ran in pytest-xdist workers, each watched by its own "
+    "guard (under strict, a check at dispatch time fails its test there); this "
+    "process ran none, and the workers' counts are not in this summary."
+)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
+        return
+    if config.pluginmanager.getplugin("dsession") is not None:
+        terminalreporter.write_line(XDIST_CONTROLLER)
         return
     mode = f"--typecheck-guard={recorder.mode}"
     if recorder.callbacks != "allow":

@@ -249,3 +249,44 @@ def test_installed_and_plain_processes_exchange(runs, way, entry, installed):
     else:
         # Plain: every call rebuilds the state with its checks, as without us.
         assert all(n >= 2 for n in report["checks_per_call"]), report
+
+
+XDIST_TESTS = """
+import jax
+import jax.numpy as jnp
+from beartype import beartype
+from flax import struct
+from jaxtyping import Array, Float, jaxtyped
+
+
+@jaxtyped(typechecker=beartype)
+@struct.dataclass
+class State:
+    x: Float[Array, " n"]
+
+
+STEP = jax.jit(lambda s: s.replace(x=s.x + 1))
+
+
+def test_step():
+    STEP(STEP(STEP(State(jnp.ones(2)))))
+"""
+
+
+def test_the_runtime_guard_in_xdist_workers(pytester: pytest.Pytester):
+    # Each worker watches its own tests: strict fails a test whose jitted calls
+    # check at dispatch time; the controller ran no test, and says so instead of
+    # "no typecheck ran". (With --typecheck-guard-install, those workers pass:
+    # test_every_child_is_covered, way "pytest".)
+    pytest.importorskip("xdist", reason="the test extra installs it")
+    pytester.makepyfile(test_xdist=XDIST_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-n", "1", "-p", "no:cacheprovider", "--typecheck-guard=strict", timeout=TIMEOUT
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*State.__init__ was typechecked by jaxtyping*",
+            "typecheck-guard: the tests ran in pytest-xdist workers*",
+        ]
+    )

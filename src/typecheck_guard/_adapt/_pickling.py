@@ -23,11 +23,10 @@ while installed:
 
 `copy.deepcopy` of a treedef goes through both and gives back an equal treedef.
 
-Rejected: a `copyreg` reducer whose pickle calls a loader of ours. It reaches only
-the picklers that read `copyreg`'s table (not `copy`), a pickle from a process
-without `install()` would still be misread here, and a process without
-typecheck_guard could not unpickle ours at all. Plain JAX's format needs nothing of
-ours to be read.
+Rejected: a `copyreg` reducer whose pickle calls a loader of ours. It acts only on
+what this process writes, so a pickle from a process without `install()` would still
+be misread here; and a process without typecheck_guard could not unpickle ours at
+all. Plain JAX's format needs nothing of ours to be read.
 """
 
 from __future__ import annotations
