@@ -93,13 +93,15 @@ def test_install_s_warnings_are_lines_not_errors(fresh_start, monkeypatch, capsy
         real(**kwargs)
         warnings.warn("chex is off", typecheck_guard.PartsDisabledWarning, stacklevel=1)
         warnings.warn("Early", typecheck_guard.UnadaptedClassesWarning, stacklevel=1)
+        warnings.warn("jax says", DeprecationWarning, stacklevel=1)
 
     monkeypatch.setattr(_install, "install", partly)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # `python -W error`
         _startup.start()
     assert _startup.started
-    # Classes registered before us are not the program's: as under `run`.
+    # Classes registered before us are not the program's (as under `run`), and a
+    # library's own warning is not ours to say.
     assert capsys.readouterr().err.splitlines() == [
         "typecheck_guard: PartsDisabledWarning: chex is off"
     ]

@@ -52,11 +52,18 @@ def start() -> None:
     if value != VALUE:
         _say(BAD_VARIABLE.format(value=value))
         return
-    from ._install import UnadaptedClassesWarning, install
+    from ._install import PartsDisabledWarning, install
 
     try:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+            # Only what is off goes to stderr, as lines of ours (`-W error` must not
+            # make it an exception here). Classes registered so far, by libraries
+            # imported before us, are not the program's (as under `typecheck-guard
+            # run`); and what the libraries `install()` imports say as they are
+            # imported is dropped: none of the program's filters is in place yet
+            # to judge it.
+            warnings.simplefilter("ignore")
+            warnings.simplefilter("always", PartsDisabledWarning)
             install()
     except Exception as e:  # the interpreter must start whatever happens
         error = " ".join(f"{type(e).__name__}: {e}".split())
@@ -64,10 +71,7 @@ def start() -> None:
         return
     started = True
     for w in caught:
-        # Classes registered so far (by libraries imported before us) are not the
-        # program's: the same as `typecheck-guard run`.
-        if not issubclass(w.category, UnadaptedClassesWarning):
-            _say(f"typecheck_guard: {w.category.__name__}: {w.message}")
+        _say(f"typecheck_guard: {w.category.__name__}: {w.message}")
 
 
 def _say(line: str) -> None:
