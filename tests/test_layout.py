@@ -21,7 +21,7 @@ LAYERS = {
     "_adapt": {"_unflatten", "_compat"},
     "_guard": {"_unflatten", "_compat"},
     "_profile": {"_guard", "_unflatten", "_adapt", "_cache", "_compat"},
-    "_tools": {"_profile", "_adapt", "_compat", "_install"},
+    "_tools": {"_profile", "_adapt", "_compat", "_install", "_startup"},
 }
 
 PUBLIC = {

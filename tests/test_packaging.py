@@ -282,6 +282,14 @@ def test_mkdocs_agrees_with_the_project_urls(dists):
     assert urls["Issues"] == urls["Source"] + "/issues"
 
 
+def test_the_start_up_hook_ships_at_the_wheel_s_root(dists):
+    # site-packages runs a `.pth` file found at its top level, in every process.
+    _, wheel = dists
+    with zipfile.ZipFile(wheel) as zf:
+        text = zf.read("typecheck_guard.pth").decode()
+    assert text == (ROOT / "src" / "typecheck_guard.pth").read_text()
+
+
 def test_no_bookkeeping_words_in_file_names(dists):
     sdist, wheel = dists
     names = _sdist_names(sdist) + _wheel_names(wheel)

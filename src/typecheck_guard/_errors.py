@@ -125,3 +125,16 @@ PYTREE_CACHE_UNAVAILABLE: Final = (
     "The cache of PyTree[...] checks needs these internals; without it every PyTree "
     "check runs, as without typecheck_guard."
 )
+
+# The start-up hook (`TYPECHECK_GUARD=install`): one line on stderr each, never an
+# exception, since the interpreter is still starting.
+BAD_VARIABLE: Final = (
+    "typecheck_guard: ignoring TYPECHECK_GUARD={value!r}: the value it takes is "
+    "'install' (typecheck_guard.install() in every Python process it reaches); unset "
+    "it, or set it to '', to turn that off."
+)
+
+STARTUP_FAILED: Final = (
+    "typecheck_guard: TYPECHECK_GUARD=install, but install() failed in this process "
+    "({error}); it runs without typecheck_guard."
+)

@@ -20,7 +20,10 @@ outside tracing (they run again on every step of a training loop).
   one line for the allowed ones (`-v` lists them).
 - `--typecheck-guard-install`, or `typecheck_guard_install = true` in the ini file:
   `typecheck_guard.install()` before conftest files and test modules are imported
-  (independent of the mode; undone in `pytest_unconfigure`).
+  (independent of the mode; undone in `pytest_unconfigure`), and
+  `TYPECHECK_GUARD=install` in the environment meanwhile, so that the Python
+  processes the session starts (pytest-xdist workers, `multiprocessing` children,
+  `subprocess` Pythons) install too (`_startup.py`).
 
 The guard is switched on in `pytest_load_initial_conftests`, before conftest files
 and test modules are imported, so that `@jax.jit` at module level is covered. The
@@ -224,14 +227,18 @@ def _wants_install(config: pytest.Config) -> bool:
 # undo it: not when `install()` was in effect already (an enclosing pytester
 # session, a plugin that called it).
 _INSTALLED = pytest.StashKey[bool]()
+# What `TYPECHECK_GUARD` was before the session set it (`None`: unset).
+_VARIABLE = pytest.StashKey["str | None"]()
 
 
 def _install(config: pytest.Config) -> None:
     if _INSTALLED in config.stash or not _wants_install(config):
         return
     from ._install import install, installed
+    from ._startup import propagate
 
     config.stash[_INSTALLED] = not installed()
+    config.stash[_VARIABLE] = propagate()
     install()
 
 
@@ -274,6 +281,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
             uninstall()
         del config.stash[_INSTALLED]
+    if _VARIABLE in config.stash:
+        from ._startup import restore
+
+        restore(config.stash[_VARIABLE])
+        del config.stash[_VARIABLE]
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
         return
@@ -364,9 +376,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+XDIST_CONTROLLER: Final = (
+    "typecheck-guard: the tests ran in pytest-xdist workers, each watched by its own "
+    "guard (under strict, a check at dispatch time fails its test there); this "
+    "process ran none, and the workers' counts are not in this summary."
+)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     recorder = config.stash.get(_RECORDER, None)
     if recorder is None:
+        return
+    if config.pluginmanager.getplugin("dsession") is not None:
+        terminalreporter.write_line(XDIST_CONTROLLER)
         return
     mode = f"--typecheck-guard={recorder.mode}"
     if recorder.callbacks != "allow":

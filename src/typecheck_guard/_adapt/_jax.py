@@ -36,6 +36,7 @@ from .._errors import PRIVATE_API_CHANGED, Unsupported
 from .._unflatten._records import lock, mark_marked, route_of_unflatten
 from ._codegen import generate_unchecked_flatten
 from ._marked import activate, marks_calls, wants_mark
+from ._pickling import patch as patch_pickling
 from ._register import install_route
 
 _logger = logging.getLogger("typecheck_guard")
@@ -181,6 +182,8 @@ def patch(stack: contextlib.ExitStack) -> None:
         _marking_register(node_funnel),
     )
     if dataclass_unflatten_calls_init():
+        # Its classes become custom nodes: their pickled treedefs stay plain JAX's.
+        patch_pickling(stack, dataclass_funnel)
         _patch_names(
             stack,
             aliases(dataclass_name, dataclass_funnel),

@@ -280,7 +280,7 @@ def headline(prof: Totals) -> str:
     wall = prof.wall_seconds
     checks = prof.check_seconds
     if not prof.sites:
-        return f"no typecheck ran ({_seconds(wall)} run)"
+        return f"no typecheck ran in this process ({_seconds(wall)} run)"
     text = (
         f"typechecks took {_percent(checks, wall)} of the run ({_seconds(checks)} of "
         f"{_seconds(wall)}); {_percent(removable_seconds(prof), checks)} of that is "
@@ -381,7 +381,7 @@ def format_text(
             "",
             "(per check: the steady state; first call: the first check of each "
             "checked function, with the checker's one-time setup; share: of the wall "
-            "time)",
+            "time; this process only: the processes it starts are not watched)",
         )
     )
     return "\n".join(lines)

@@ -299,15 +299,21 @@ _TAKES_VALUE = {
 
 
 def _install() -> None:
+    """`install()` here, and `TYPECHECK_GUARD=install` for every Python process the
+    program starts (spawn and forkserver children, `subprocess` Pythons), so that
+    they agree with it."""
     import warnings
 
     import typecheck_guard
+
+    from .._startup import propagate
 
     with warnings.catch_warnings():
         # Nothing of the program's is registered yet; classes registered by the
         # libraries imported so far are not the user's to fix.
         warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
         typecheck_guard.install()
+    propagate()
 
 
 def _program(command: str, argv: list[str]) -> int:
@@ -370,6 +376,11 @@ def _main(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from .._startup import VARIABLE, restore
+
+    # `run` and `profile --install` set it for the program's processes; a caller
+    # of `main()` in its own process gets its environment back.
+    variable = os.environ.get(VARIABLE)
     try:
         code = _main(argv)
         # Output still buffered would otherwise meet a closed pipe at exit, where
@@ -387,4 +398,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
+    finally:
+        restore(variable)
     return code
