@@ -35,7 +35,7 @@ from typing import Any
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
-from . import _callbacks, _detect, _situation, _tracing, _watch
+from . import _callbacks, _detect, _entries, _situation, _tracing, _watch
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
@@ -158,6 +158,7 @@ def _start(stack: contextlib.ExitStack) -> None:
         stack.callback(_detect.stop_monitoring)
     else:
         _tracing.patch(stack)
+        _entries.patch(stack)
     _callbacks.patch(stack)
     later = _pending
     later.clear()

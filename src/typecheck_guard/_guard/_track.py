@@ -60,6 +60,8 @@ class Open:
         "fast",
         "known",
         "data",
+        "body_fn",
+        "handled",
     )
 
     def __init__(
@@ -94,6 +96,11 @@ class Open:
         """Kinds of checker code entered inside it that can tell us nothing more
         (its name is in `checkers`, and for `isinstance`, `pytree` is set)."""
         self.data = data
+        self.body_fn: Any = None
+        """The body hook of a check seen through its checker's entry points
+        (`_entries`)."""
+        self.handled: Any = None
+        """The exception being handled where such a check started."""
 
 
 class Tracker:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
-from . import _detect, _situation
+from . import _detect, _entries, _situation
 from ._detect import Check
 from ._track import Window
 
@@ -365,6 +365,17 @@ def watch_callback(
     outer = getattr(watching, "__self__", None)
     if watching is not None and not isinstance(outer, Window):
         return call(*args, **kwargs)  # another profiler runs: we step aside
+    if _entries.active():
+        # The callback's own Python runs with no profile function of ours (a
+        # program may time it: `_entries`); jaxtyping's checks tell us themselves.
+        sys.setprofile(base)
+        try:
+            with _entries.entered(window):
+                return call(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+            if window.checks:
+                _report_callback(primitive, callback, window.checks, outer)
     sys.setprofile(window.event if base is None else _compose(base, window.event))
     try:
         return call(*args, **kwargs)
