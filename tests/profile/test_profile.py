@@ -909,3 +909,36 @@ def test_a_check_under_installs_mark_is_a_rebuild(installed, typecheck):
 
     assert not removable(tree)
     assert "keep it" not in fix(tree)
+
+
+NEVER_STOPPED = """
+import jax
+import jax.numpy as jnp
+from beartype import beartype
+from jaxtyping import Array, Float, jaxtyped
+
+import typecheck_guard
+
+typecheck_guard.runtime_checks("log")  # the guard stays on to the end, too
+prof = typecheck_guard.profile().start()
+
+
+@jaxtyped(typechecker=beartype)
+def f(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    return x
+
+
+jax.jit(lambda x: x + 1)(f(jnp.ones(2)))
+print("done")
+"""
+
+
+def test_a_profile_never_stopped_ends_quietly():
+    # Nothing watches the interpreter tear its modules down: no "Exception ignored"
+    # traceback at exit.
+    proc = subprocess.run(
+        [sys.executable, "-c", NEVER_STOPPED], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done\n"
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr

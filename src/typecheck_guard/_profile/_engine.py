@@ -41,6 +41,7 @@ pytest option), each with its own totals.
 
 from __future__ import annotations
 
+import atexit
 import functools as ft
 import inspect
 import os
@@ -606,6 +607,19 @@ _on = False
 # Whether every jitted callable the program made is one of our wrappers (see the
 # module docstring): decided when the first recorder attaches.
 _sees_every_jit = False
+_exit_hook: list[bool] = []
+
+
+def _stop_at_exit() -> None:
+    """Stop every recorder still attached when the interpreter exits: a
+    `profile().start()` never stopped would otherwise watch the interpreter tear its
+    modules down, and fail there ("Exception ignored in ...")."""
+    for recorder in _recorders:
+        stop = getattr(recorder, "stop", None)
+        if callable(stop):
+            stop()
+        else:
+            detach(recorder)
 
 
 def attach(recorder: Totals, *, before_program: bool = False) -> None:
@@ -619,6 +633,9 @@ def attach(recorder: Totals, *, before_program: bool = False) -> None:
         if recorder in _recorders:
             return
         if not _recorders:
+            if not _exit_hook:
+                atexit.register(_stop_at_exit)
+                _exit_hook.append(True)
             _jitwrap.acquire(before_program=before_program)
             try:
                 _sees_every_jit = _jitwrap.sees_every_jit()
