@@ -154,11 +154,11 @@ def _push(arguments: Any) -> Any:
 def _watched_call() -> bool:
     """Whether a jitted call made inside the callback watches this thread with the
     guard's profile function (it then sees its own checks)."""
-    from ._track import Window
-
     profile = sys.getprofile()
     if profile is None:
         return False
+    from ._track import Window
+
     parts = getattr(profile, "__typecheck_guard_parts__", (profile,))
     return any(isinstance(getattr(p, "__self__", None), Window) for p in parts)
 
