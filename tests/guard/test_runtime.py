@@ -76,6 +76,27 @@ def test_disallow_names_class_checker_jitted_and_call_site(typecheck):
     assert 'runtime_checks("disallow")' in text
 
 
+def _add(config, s):
+    return s.replace(step=s.step + config)
+
+
+@allow_checks
+def test_disallow_fix_wraps_the_users_own_jitted_object(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(ft.partial(_add, 1.0))  # the user's object
+    state = _cached(step, _node_value(Node))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    line = _line_of("step = jax.jit(ft.partial(_add, 1.0))  # the user's object")
+    assert (
+        "or wrap the jitted function:\n\n"
+        "    step = typecheck_guard.unflatten_safe(jax.jit(ft.partial(_add, 1.0)))  "
+        f"(tests/guard/test_runtime.py:{line})\n"
+    ) in str(info.value)
+    assert "_add = typecheck_guard" not in str(info.value)
+
+
 def _line_of(snippet: str) -> int:
     with open(__file__) as f:
         for number, line in enumerate(f, 1):

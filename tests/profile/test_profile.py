@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pytest
+from beartype import beartype
 from flax import struct
 from jaxtyping import Array, Float, PyTree, jaxtyped
 
@@ -29,6 +30,7 @@ import typecheck_guard
 from helpers import passthrough
 from typecheck_guard._compat import _versions
 from typecheck_guard._guard import _detect
+from typecheck_guard._profile._report import fix
 
 N_CALLS = 6
 M_EAGER = 4
@@ -227,9 +229,9 @@ def test_profile_counts_each_window_exactly(tmp_path: Path, checker: str):
     # The fix that edits no code comes first.
     assert dispatch["fix"].startswith("run it with `typecheck-guard run prog.py`")
     assert "the first line of prog.py" in dispatch["fix"]
-    assert (
-        "train_step = typecheck_guard.unflatten_safe(jax.jit(train_step))"
-        in dispatch["fix"]
+    # `@jax.jit` on `train_step`: the decorator goes above the user's own.
+    assert "; or put @typecheck_guard.unflatten_safe above @jax.jit (prog.py:" in (
+        dispatch["fix"]
     )
     assert compiled["fix"].startswith(
         "JAX rebuilds State while it traces and compiles jax.jit(train_step)"
@@ -942,3 +944,39 @@ def test_a_profile_never_stopped_ends_quietly():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "done\n"
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _partial_step(config, state):
+    return state.replace(step=state.step + config)
+
+
+@pytest.mark.allow_runtime_typechecks
+def test_the_unflatten_safe_fix_wraps_the_users_own_jitted_object():
+    # Not `_partial_step = unflatten_safe(jax.jit(_partial_step))`, which would drop
+    # the bound argument: the object the user made, on the line that makes it.
+    @jaxtyped(typechecker=beartype)
+    @struct.dataclass
+    class PartialState:
+        step: Float[Array, ""]
+
+    with typecheck_guard.profile() as prof:
+        step = jax.jit(ft.partial(_partial_step, 1.0))  # made here
+        state = PartialState(jnp.zeros(()))
+        for _ in range(3):
+            state = step(state)
+    (site,) = [s for s in prof.sites if s.when == "dispatch"]
+    line = _line_of("step = jax.jit(ft.partial(_partial_step, 1.0))  # made here")
+    assert site.made_at == f"tests/profile/test_profile.py:{line}"
+    assert fix(site).endswith(
+        "; or step = typecheck_guard.unflatten_safe(jax.jit(ft.partial(_partial_step, "
+        f"1.0)))  (tests/profile/test_profile.py:{line})"
+    )
+    assert "_partial_step = " not in fix(site)
+
+
+def _line_of(snippet: str) -> int:
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if snippet in line and "_line_of" not in line:
+                return number
+    raise AssertionError(snippet)

@@ -78,6 +78,8 @@ class Situation(NamedTuple):
     (`jax.pure_callback(module.f)`) in `callback`."""
     rebuild: bool
     """Whether JAX rebuilding a tree ran the check (`is_rebuild`)."""
+    made_at: str | None = None
+    """`path:line` where the user's code made the jitted callable, if we saw it."""
 
 
 # Code objects that mark a frame: our jitted-call wrappers' `__call__` (-> "jitted"
@@ -337,6 +339,11 @@ def situation(
     caller = caller_of(frame, what)
     rebuild = is_rebuild(cls, what, caller, body)
     name = jitted_name(*jitted) if jitted is not None else None
+    made_at = (
+        getattr(jitted[0].f_locals.get("self"), "_typecheck_guard_made_at", None)
+        if jitted is not None and jitted[1] == "jitted"
+        else None
+    )
     if in_callback and not traced:
         when = "callback"
         name = callback_name(callback) if callback is not None else None
@@ -357,4 +364,4 @@ def situation(
         when = "dispatch" if dispatched else "tree"
     else:
         when = "construction" if what == "constructor" else "eager"
-    return Situation(when, name, rebuild), caller
+    return Situation(when, name, rebuild, made_at), caller

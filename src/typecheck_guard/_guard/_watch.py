@@ -19,6 +19,7 @@ from typing import Any, Final, NamedTuple
 from .._unflatten._frames import register_dispatch
 from . import _detect, _entries, _situation
 from ._detect import Check
+from ._fixes import unflatten_safe_fix
 from ._track import Window
 
 __all__ = ["RuntimeTypecheckError", "Site", "Tally", "watch"]
@@ -49,7 +50,7 @@ FIX_CONSTRUCTOR: Final = (
     "typecheck_guard.install() before {name} is defined (it then unflattens through "
     "__new__), or wrap the jitted function:\n"
     "\n"
-    "    {short} = typecheck_guard.unflatten_safe({transform}({short}))\n"
+    "    {wrap}\n"
 )
 
 FIX_OTHER: Final = (
@@ -85,6 +86,8 @@ class Site(NamedTuple):
     call_site: str
     hook: str | None = None
     """The packages of the jaxtyping import hook that added the check, if any."""
+    made_at: str | None = None
+    """`path:line` where the user's code made the jitted callable, if we saw it."""
 
     def describe(
         self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
@@ -106,14 +109,11 @@ class Site(NamedTuple):
             )
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
-            transform, _, fun = self.jitted.partition("(")
-            short = fun.rstrip(")").rsplit(".", 1)[-1] or "step"
             return FIX_CONSTRUCTOR.format(
                 cls=cls,
                 name=cls.rsplit(".", 1)[-1],
                 jitted=self.jitted,
-                transform=transform,
-                short=short if short.isidentifier() else "step",
+                wrap=unflatten_safe_fix(self.jitted, self.made_at),
             )
         return FIX_OTHER.format(jitted=self.jitted)
 
@@ -303,12 +303,18 @@ def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
         name = _detect.describe_jitted(
             jitted._typecheck_guard_transform, jitted._typecheck_guard_fun, caller
         )
+        made_at = getattr(jitted, "_typecheck_guard_made_at", None)
         for check in window.checks:
-            add(
-                tally,
-                Site(check.checked, check.checker, check.kind, name, where, check.hook),
-                check,
+            site = Site(
+                check.checked,
+                check.checker,
+                check.kind,
+                name,
+                where,
+                check.hook,
+                made_at,
             )
+            add(tally, site, check)
     raise_for = None
     if tally and _sinks and _sinks[-1](tally):
         raise_for = "the pytest plugin runs with --typecheck-guard=strict"

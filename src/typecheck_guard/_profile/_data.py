@@ -42,6 +42,7 @@ class Record(NamedTuple):
     failed: bool = False
     rebuild: bool = False
     hook: str | None = None
+    made_at: str | None = None
 
 
 class Site:
@@ -78,6 +79,7 @@ class Site:
         "failed",
         "rebuild",
         "hook",
+        "made_at",
         "pytree",
         "threads",
         "tests",
@@ -120,6 +122,9 @@ class Site:
         self.hook = record.hook
         """The packages of the jaxtyping import hook that added the check
         (`--jaxtyping-packages=...`), if one did."""
+        self.made_at = record.made_at
+        """`path:line` where your code made the jitted function, if the profile
+        saw it made."""
         self.pytree = False
         """A `PyTree[...]` annotation was checked."""
         self.threads: set[str] = set()

@@ -501,6 +501,7 @@ class _Thread(Tracker):
             failed=failed,
             rebuild=situation.rebuild,
             hook=import_hook_of(getattr(described.body, "__module__", None)),
+            made_at=situation.made_at,
         )
         for recorder in _recorders:
             recorder._add(record)
