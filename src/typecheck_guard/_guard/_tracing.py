@@ -1,5 +1,5 @@
-"""Pausing the runtime guard's profile function while JAX traces, lowers and
-compiles (Python 3.11 and older).
+"""Pausing the runtime guard's profile function while JAX traces, lowers, compiles
+and runs an executable from Python (Python 3.11 and older).
 
 There the guard watches a jitted call with a profile function (`sys.setprofile`),
 which JAX's own Python pays for too: every call and return runs it. On a call that
@@ -39,6 +39,13 @@ _TARGETS: Final = (
     ("jax._src.interpreters.pxla", "", "lower_sharding_computation"),
     ("jax._src.interpreters.pxla", "", "lower_parallel_callable"),
     ("jax._src.interpreters.pxla", "MeshComputation", "compile"),
+    # Running the executable on a call that leaves JAX's C++ fast path (a jitted
+    # function with a host callback, say): placing the flat arguments, executing,
+    # wrapping the flat outputs. No tree is rebuilt there, and a host callback it
+    # runs is watched through its own trampoline (`_callbacks`).
+    ("jax._src.interpreters.pxla", "ExecuteReplicated", "__call__"),
+    # Finding the compiled executable for such a call (its cache lookups).
+    ("jax._src.pjit", "", "_resolve_and_lower"),
 )
 
 
