@@ -23,6 +23,7 @@ import contextlib
 import functools as ft
 import importlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -49,16 +50,29 @@ _TARGETS: Final = (
 )
 
 
+# The window paused on this thread: a host callback run meanwhile belongs to its call
+# (`_watch.watch_callback`).
+_local = threading.local()
+
+
+def paused() -> Window | None:
+    """The window whose profile function is paused on this thread, if any."""
+    return getattr(_local, "window", None)
+
+
 def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
     @ft.wraps(original)
     def unwatched(*args: Any, **kwargs: Any) -> Any:
         profile = sys.getprofile()
-        if not isinstance(getattr(profile, "__self__", None), Window):
+        window = getattr(profile, "__self__", None)
+        if not isinstance(window, Window):
             return original(*args, **kwargs)
         sys.setprofile(None)
+        outer, _local.window = getattr(_local, "window", None), window
         try:
             return original(*args, **kwargs)
         finally:
+            _local.window = outer
             sys.setprofile(profile)
 
     unwatched.__typecheck_guard_original__ = original  # type: ignore[attr-defined]

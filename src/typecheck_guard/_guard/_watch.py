@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
-from . import _detect, _entries, _situation
+from . import _detect, _entries, _situation, _tracing
 from ._detect import Check
 from ._fixes import unflatten_safe_fix
 from ._track import Window
@@ -371,6 +371,8 @@ def watch_callback(
     outer = getattr(watching, "__self__", None)
     if watching is not None and not isinstance(outer, Window):
         return call(*args, **kwargs)  # another profiler runs: we step aside
+    if outer is None:
+        outer = _tracing.paused()  # a watched call that runs its executable
     if _entries.active():
         # The callback's own Python runs with no profile function of ours (a
         # program may time it: `_entries`); jaxtyping's checks tell us themselves.
