@@ -980,3 +980,30 @@ def _line_of(snippet: str) -> int:
             if snippet in line and "_line_of" not in line:
                 return number
     raise AssertionError(snippet)
+
+
+def test_a_failed_check_that_stops_the_program_says_so():
+    # `jax.tree.map(lambda _: None, obs)` in a jitted function: the user's tree
+    # operation rebuilds `Obs` with `None` leaves while JAX traces; the check fails
+    # and its error ends the run. Not "compile", not "swallowed".
+    @jaxtyped(typechecker=beartype)
+    @struct.dataclass
+    class Obs:
+        x: Float[Array, " n"]
+
+    @jax.jit
+    def f(obs):
+        jax.tree.map(lambda _: None, obs)
+        return obs
+
+    obs = Obs(jnp.ones(3))
+    prof = typecheck_guard.profile()
+    with pytest.raises(Exception, match="Type-check error"), prof:
+        f(obs)
+    (site,) = [s for s in prof.sites if s.failed]
+    assert (site.when, site.failed, site.fatal, site.rebuild) == ("tree", 1, 1, True)
+    text = fix(site)
+    assert text.startswith(
+        "this check failed and the program stopped here (its error ended the run); "
+    )
+    assert "swallowed" not in text and "compiles" not in text

@@ -175,9 +175,10 @@ def _why(site: Site) -> str:
             f"{_shown(site.jitted) if site.jitted else 'a jitted function'} (once "
             "per compilation)"
         )
-        if site.failed:
+        swallowed = site.failed - site.fatal
+        if swallowed:
             what += (
-                f"; {site.failed} of these checks failed on the placeholder leaves "
+                f"; {swallowed} of these checks failed on the placeholder leaves "
                 "JAX rebuilds it with, and JAX swallowed the errors after the "
                 "checker built their messages"
             )
@@ -189,8 +190,16 @@ def _why(site: Site) -> str:
     return ""
 
 
+STOPPED: Final = "this check failed and the program stopped here (its error ended the run); "
+
+
 def fix(site: Site, program: str | None = None) -> str:
     """The concrete fix for a site, one line."""
+    text = _fix(site, program)
+    return STOPPED + text if site.fatal else text
+
+
+def _fix(site: Site, program: str | None) -> str:
     if site.rebuild and site.kind == "constructor":
         return _why(site) + _rebuild_fix(site, program)
     if site.rebuild:
