@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 import warnings
+from typing import Any
 
 import typecheck_guard
 from typecheck_guard._guard import _jitwrap, _watch
@@ -194,7 +195,7 @@ def _callback_cost(rounds: int, calls: int) -> dict[str, tuple[float, ...]]:
 
         step = jax.jit(lambda x, body=body: jax.lax.fori_loop(0, calls, body, x))
 
-        def run(watched: bool) -> float:
+        def run(watched: bool, step: Any = step) -> float:
             spent.clear()
             level = "log" if watched else "allow"
             with typecheck_guard.runtime_checks(level):  # pyright: ignore

@@ -230,8 +230,9 @@ def test_profile_counts_each_window_exactly(tmp_path: Path, checker: str):
     assert dispatch["fix"].startswith("run it with `typecheck-guard run prog.py`")
     assert "the first line of prog.py" in dispatch["fix"]
     # `@jax.jit` on `train_step`: the decorator goes above the user's own.
-    assert "; or put @typecheck_guard.unflatten_safe above @jax.jit (prog.py:" in (
-        dispatch["fix"]
+    assert (
+        "; or put @typecheck_guard.unflatten_safe above @jax.jit (prog.py:"
+        in (dispatch["fix"])
     )
     assert compiled["fix"].startswith(
         "JAX rebuilds State while it traces and compiles jax.jit(train_step)"

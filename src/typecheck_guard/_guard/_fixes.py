@@ -21,7 +21,6 @@ __all__ = ["unflatten_safe_fix"]
 _ASSIGNMENT: Final = re.compile(r"^(?P<target>[A-Za-z_][\w.]*)\s*=\s*(?P<value>.+)$")
 
 
-
 def _balanced(text: str) -> bool:
     depth = 0
     for char in text:
@@ -62,9 +61,7 @@ def unflatten_safe_fix(jitted: str, made_at: str | None) -> str:
     if made_at:
         line = _line(made_at)
         if line.startswith("@") and _balanced(line):
-            return (
-                f"put @typecheck_guard.unflatten_safe above {line} ({made_at})"
-            )
+            return f"put @typecheck_guard.unflatten_safe above {line} ({made_at})"
         match = _ASSIGNMENT.match(_code(line))
         if match and _balanced(match["value"]) and "#" not in match["value"]:
             return (

@@ -227,7 +227,9 @@ class Totals:
             chained = chained.__cause__ or chained.__context__
         if not keys:
             keys = list(
-                dict.fromkeys(self._failed_at[f] for f in frames if f in self._failed_at)
+                dict.fromkeys(
+                    self._failed_at[f] for f in frames if f in self._failed_at
+                )
             )
         with self._lock:
             for key in keys:

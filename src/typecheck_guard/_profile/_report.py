@@ -190,7 +190,9 @@ def _why(site: Site) -> str:
     return ""
 
 
-STOPPED: Final = "this check failed and the program stopped here (its error ended the run); "
+STOPPED: Final = (
+    "this check failed and the program stopped here (its error ended the run); "
+)
 
 
 def fix(site: Site, program: str | None = None) -> str:
