@@ -9,8 +9,12 @@ No scenario runs a typecheck at dispatch time: this is the price of watching.
 
     python benchmarks/runtime_guard_overhead.py [--rounds 15] [--calls 300]
 
-Also reported: the first call (trace + compile) of a fresh `jax.jit` function, and
-the cost per call of a wrapper made while the guard was on, once nothing listens.
+Also reported: the first call (trace + compile) of a fresh `jax.jit` function, the
+cost per call of a wrapper made while the guard was on, once nothing listens, and
+the time a host callback's own Python takes watched / plain (a progress meter's
+refresh, which a program may time: tqdm prints at most every 0.1 s), measured
+inside the callback, plain and checked by jaxtyping (as jaxtyping's import hook
+checks a library's progress meter), the two interleaved round by round.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import statistics
 import sys
 import time
 import warnings
+from typing import Any
 
 import typecheck_guard
 from typecheck_guard._guard import _jitwrap, _watch
@@ -147,6 +152,74 @@ def _first_calls(fresh: int) -> float:
     return statistics.median(ratios)
 
 
+def _refresh(n: float) -> str:
+    """What a progress meter's refresh does: a little formatting, a few calls."""
+    width = 40
+    done = int(width * (n % 100) / 100)
+    parts = []
+    for i in range(20):
+        parts.append(f"{i:3d}|{'#' * done}{' ' * (width - done)}| {n:6.2f}%")
+    return "\r".join(parts)
+
+
+def _callback_cost(rounds: int, calls: int) -> dict[str, tuple[float, ...]]:
+    """Per kind of callback: the median time of one run of its own Python,
+    unwatched and watched, and the median of the per-round ratios."""
+    import jax
+    import jax.numpy as jnp
+    from beartype import beartype
+    from jaxtyping import ArrayLike, Float, jaxtyped
+
+    spent: list[float] = []
+
+    def plain(x):
+        start = time.perf_counter()
+        _refresh(float(x))
+        spent.append(time.perf_counter() - start)
+
+    @jaxtyped(typechecker=beartype)
+    def checked_refresh(x: Float[ArrayLike, ""]) -> None:
+        _refresh(float(x))
+
+    def checked(x):
+        start = time.perf_counter()
+        checked_refresh(x)
+        spent.append(time.perf_counter() - start)
+
+    out = {}
+    for name, callback in (("plain", plain), ("jaxtyped", checked)):
+
+        def body(i, x, callback=callback):
+            jax.debug.callback(callback, x)
+            return x + 1.0
+
+        step = jax.jit(lambda x, body=body: jax.lax.fori_loop(0, calls, body, x))
+
+        def run(watched: bool, step: Any = step) -> float:
+            spent.clear()
+            level = "log" if watched else "allow"
+            with typecheck_guard.runtime_checks(level):  # pyright: ignore
+                jax.block_until_ready(step(jnp.zeros(())))
+                jax.effects_barrier()
+            return statistics.median(spent)
+
+        run(False), run(True)  # compiled, checker set up
+        plain_times, watched_times, ratios = [], [], []
+        for _ in range(rounds):
+            a, b = run(False), run(True)
+            plain_times.append(a)
+            watched_times.append(b)
+            ratios.append(b / a)
+        out[name] = (
+            statistics.median(plain_times),
+            statistics.median(watched_times),
+            statistics.median(ratios),
+            min(ratios),
+            max(ratios),
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -181,6 +254,13 @@ def main() -> None:
         print(
             f"{'jax.jit first call (trace + compile)':46} {'':>9} {'':>9} "
             f"{_first_calls(options.fresh):6.2f}"
+        )
+    for name, (ta, tb, ratio, low, high) in _callback_cost(
+        options.rounds, options.calls // 3
+    ).items():
+        print(
+            f"{'host callback own time, ' + name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us "
+            f"{ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us (rounds {low:.2f}-{high:.2f})"
         )
     # Nothing listens any more (no plugin, level "allow"): the wrapper only forwards.
     fn_a, args = plain["jax.jit, one array"]

@@ -76,6 +76,27 @@ def test_disallow_names_class_checker_jitted_and_call_site(typecheck):
     assert 'runtime_checks("disallow")' in text
 
 
+def _add(config, s):
+    return s.replace(step=s.step + config)
+
+
+@allow_checks
+def test_disallow_fix_wraps_the_users_own_jitted_object(typecheck):
+    Node = _seed_node(typecheck)
+    step = jax.jit(ft.partial(_add, 1.0))  # the user's object
+    state = _cached(step, _node_value(Node))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    line = _line_of("step = jax.jit(ft.partial(_add, 1.0))  # the user's object")
+    assert (
+        "or wrap the jitted function:\n\n"
+        "    step = typecheck_guard.unflatten_safe(jax.jit(ft.partial(_add, 1.0)))  "
+        f"(tests/guard/test_runtime.py:{line})\n"
+    ) in str(info.value)
+    assert "_add = typecheck_guard" not in str(info.value)
+
+
 def _line_of(snippet: str) -> int:
     with open(__file__) as f:
         for number, line in enumerate(f, 1):
@@ -632,6 +653,63 @@ def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
     assert "inside a host callback" in record.getMessage()
 
 
+class _Meter:
+    """What a progress meter does in its host callback (tqdm's refresh): Python
+    work whose speed the program can see (tqdm prints at most every 0.1 s, so a
+    slower callback prints more lines). It records what watches it while it runs:
+    the profile function (3.11), or each `sys.monitoring` event of the guard's
+    tool for its own code (3.12+)."""
+
+    def __init__(self, progress):
+        self.progress = progress
+        self.profiles: list[Any] = []
+        self.events = 0
+
+    def __call__(self, x):
+        self.progress(x)  # a check the guard still counts
+        self.refresh()
+
+    def refresh(self):
+        self.profiles.append(sys.getprofile())
+
+    def count_events(self, monkeypatch):
+        """Count the events of the guard's `sys.monitoring` tool for `refresh`
+        (3.12+): each one asks what its code is (`_detect._on_start`)."""
+        code = _Meter.refresh.__code__
+        kind_of_code = _detect._kind_of_code
+
+        def counting(c):
+            if c is code:
+                self.events += 1
+            return kind_of_code(c)
+
+        monkeypatch.setattr(_detect, "_kind_of_code", counting)
+
+
+@pytest.mark.parametrize("primitive", sorted(CALLBACKS))
+def test_a_host_callbacks_own_code_runs_unwatched(
+    primitive, typecheck, sink, monkeypatch
+):
+    # Watching must not change what a program can time: under --typecheck-guard=
+    # warn/strict a progress meter's callback runs its own Python with no profile
+    # function (3.11) and, once each code object has been seen, no monitoring
+    # event (3.12+); the check inside it is still counted.
+    meter = _Meter(_checked_progress(typecheck))
+    step = _in_a_loop(primitive, meter, transform=TRANSFORMS["equinox.filter_jit"])
+    x = step(jnp.zeros(()))  # compiled; each code object seen once
+    jax.effects_barrier()
+    meter.profiles.clear()
+    sink.clear()
+    meter.count_events(monkeypatch)
+    for _ in range(3):
+        x = step(x)
+    jax.effects_barrier()
+    assert meter.profiles == [None] * 12
+    assert meter.events == 0
+    ((site, (count, *_)),) = _totals(sink).items()
+    assert site.kind == "callback" and count == 12
+
+
 # The reported time is the checker's own: a fake clock that only the checked
 # function's body advances must show zero.
 
@@ -677,7 +755,11 @@ def test_reported_time_excludes_the_checked_functions_body(
         in_callback(jnp.zeros(()))
         jax.effects_barrier()
     totals = _totals(sink)
-    assert {site.kind for site in totals} == {"function", "callback"}
+    # On 3.11 a callback runs with no profile function: only jaxtyping's checks
+    # tell the guard they ran there (`_guard/_entries.py`).
+    seen_in_callbacks = checker == "jaxtyped" or sys.version_info >= (3, 12)
+    kinds = {"function", "callback"} if seen_in_callbacks else {"function"}
+    assert {site.kind for site in totals} == kinds
     assert clock.now >= 3.0  # the bodies ran
     for count, seconds, _, first_seconds in totals.values():
         assert count > 0 and seconds == first_seconds == 0.0

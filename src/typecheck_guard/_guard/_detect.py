@@ -40,6 +40,7 @@ We never walk the stack while watching; we walk it only when a check starts.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import functools
 import importlib
@@ -671,7 +672,8 @@ _window: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
 )
 _monitor = Monitor("typecheck_guard")
-_TOOL_IDS: Final = (4, 3)  # the ids CPython leaves free (0-2 and 5 are named)
+_TOOL_IDS: Final = (4, 3)
+_exit_hook: list[bool] = []  # the ids CPython leaves free (0-2 and 5 are named)
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
@@ -713,6 +715,11 @@ def start_monitoring() -> bool:
     # Only checker code stays in `_kinds` on this backend.
     _kinds.clear()
     monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_return, _on_unwind)
+    if monitoring and not _exit_hook:
+        # `runtime_checks(level)` keeps the guard on for the rest of the process:
+        # its events must stop before the interpreter tears our module down.
+        atexit.register(stop_monitoring)
+        _exit_hook.append(True)
     return monitoring
 
 

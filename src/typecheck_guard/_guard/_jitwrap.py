@@ -35,7 +35,7 @@ from typing import Any
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
-from . import _callbacks, _detect, _situation, _tracing, _watch
+from . import _callbacks, _detect, _entries, _situation, _tracing, _watch
 
 __all__ = ["Jitted", "acquire", "release", "active"]
 
@@ -62,11 +62,20 @@ class Jitted:
     Every attribute other than `__call__` and `__get__` is the wrapped callable's.
     """
 
-    def __init__(self, jitted: Callable[..., Any], transform: str, fun: Any):
+    def __init__(
+        self,
+        jitted: Callable[..., Any],
+        transform: str,
+        fun: Any,
+        made_at: str | None = None,
+    ):
         ft.update_wrapper(self, jitted, updated=())
         self.__wrapped__ = jitted
         self._typecheck_guard_transform = transform
         self._typecheck_guard_fun = fun
+        # `path:line` of the user's code that made it: where its fix goes
+        # (`_fixes`).
+        self._typecheck_guard_made_at = made_at
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
@@ -77,7 +86,12 @@ class Jitted:
             return self
         get = getattr(type(self.__wrapped__), "__get__", None)
         bound = get(self.__wrapped__, obj, objtype) if get else self.__wrapped__
-        return Jitted(bound, self._typecheck_guard_transform, self._typecheck_guard_fun)
+        return Jitted(
+            bound,
+            self._typecheck_guard_transform,
+            self._typecheck_guard_fun,
+            self._typecheck_guard_made_at,
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # not set yet (copy, unpickling)
@@ -107,7 +121,8 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
         jitted = original(*args, **kwargs)
         if not callable(jitted) or isinstance(jitted, ft.partial):
             return jitted
-        return Jitted(jitted, label, fun)
+        made_at = _detect.call_site(sys._getframe(1))
+        return Jitted(jitted, label, fun, None if made_at == "<unknown>" else made_at)
 
     factory.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
     return factory
@@ -158,6 +173,7 @@ def _start(stack: contextlib.ExitStack) -> None:
         stack.callback(_detect.stop_monitoring)
     else:
         _tracing.patch(stack)
+        _entries.patch(stack)
     _callbacks.patch(stack)
     later = _pending
     later.clear()

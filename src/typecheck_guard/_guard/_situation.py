@@ -79,6 +79,8 @@ class Situation(NamedTuple):
     (`jax.pure_callback(module.f)`) in `callback`."""
     rebuild: bool
     """Whether JAX rebuilding a tree ran the check (`is_rebuild`)."""
+    made_at: str | None = None
+    """`path:line` where the user's code made the jitted callable, if we saw it."""
 
 
 # Code objects that mark a frame: our jitted-call wrappers' `__call__` (-> "jitted"
@@ -303,6 +305,25 @@ def callback_name(frame: FrameType) -> str:
     return f"{local.get('primitive', 'host callback')}({_detect.qualified(fn)})"
 
 
+def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:
+    """Whether the JAX tree code at `caller` was called by code outside JAX (yours, a
+    library's): a tree operation, not JAX's tracing machinery rebuilding a tree."""
+    f = caller
+    while f is not None and (
+        _frames.kind(f.f_code) == _frames.TREE
+        or f.f_code.co_filename.endswith(_TREE_API)
+    ):
+        f = f.f_back
+    if f is None:
+        return False
+    filename = f.f_code.co_filename
+    return not (filename.startswith(dirs.jax) or filename.startswith(dirs.skip))
+
+
+# The public tree API's own module (`jax.tree.map` calls `tree_util.tree_map`).
+_TREE_API: Final = (os.path.join("jax", "_src", "tree.py"),)
+
+
 def situation(
     frame: FrameType, what: str, cls: type | None = None, body: Any = None
 ) -> tuple[Situation, FrameType | None]:
@@ -339,6 +360,11 @@ def situation(
     caller = caller_of(frame, what)
     rebuild = is_rebuild(cls, what, caller, body)
     name = jitted_name(*jitted) if jitted is not None else None
+    made_at = (
+        getattr(jitted[0].f_locals.get("self"), "_typecheck_guard_made_at", None)
+        if jitted is not None and jitted[1] == "jitted"
+        else None
+    )
     if in_callback and not traced:
         when = "callback"
         name = callback_name(callback) if callback is not None else None
@@ -349,7 +375,12 @@ def situation(
         by_jax = rebuild or (
             caller is not None and _frames.kind(caller.f_code) == _frames.TREE
         )
-        when = "compile" if by_jax else "trace"
+        if by_jax and traced and _tree_operation_of(caller, dirs):
+            # `jax.tree.map(f, obj)` in your traced code (or a library's): a tree
+            # operation that runs while JAX traces, not JAX compiling.
+            when = "tree"
+        else:
+            when = "compile" if by_jax else "trace"
     elif jitted is not None and not _jit_disabled():
         when = "dispatch"
     elif rebuild:
@@ -359,4 +390,4 @@ def situation(
         when = "dispatch" if dispatched else "tree"
     else:
         when = "construction" if what == "constructor" else "eager"
-    return Situation(when, name, rebuild), caller
+    return Situation(when, name, rebuild, made_at), caller

@@ -1,5 +1,5 @@
-"""Pausing the runtime guard's profile function while JAX traces, lowers and
-compiles (Python 3.11 and older).
+"""Pausing the runtime guard's profile function while JAX traces, lowers, compiles
+and runs an executable from Python (Python 3.11 and older).
 
 There the guard watches a jitted call with a profile function (`sys.setprofile`),
 which JAX's own Python pays for too: every call and return runs it. On a call that
@@ -23,6 +23,7 @@ import contextlib
 import functools as ft
 import importlib
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -39,19 +40,39 @@ _TARGETS: Final = (
     ("jax._src.interpreters.pxla", "", "lower_sharding_computation"),
     ("jax._src.interpreters.pxla", "", "lower_parallel_callable"),
     ("jax._src.interpreters.pxla", "MeshComputation", "compile"),
+    # Running the executable on a call that leaves JAX's C++ fast path (a jitted
+    # function with a host callback, say): placing the flat arguments, executing,
+    # wrapping the flat outputs. No tree is rebuilt there, and a host callback it
+    # runs is watched through its own trampoline (`_callbacks`).
+    ("jax._src.interpreters.pxla", "ExecuteReplicated", "__call__"),
+    # Finding the compiled executable for such a call (its cache lookups).
+    ("jax._src.pjit", "", "_resolve_and_lower"),
 )
+
+
+# The window paused on this thread: a host callback run meanwhile belongs to its call
+# (`_watch.watch_callback`).
+_local = threading.local()
+
+
+def paused() -> Window | None:
+    """The window whose profile function is paused on this thread, if any."""
+    return getattr(_local, "window", None)
 
 
 def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
     @ft.wraps(original)
     def unwatched(*args: Any, **kwargs: Any) -> Any:
         profile = sys.getprofile()
-        if not isinstance(getattr(profile, "__self__", None), Window):
+        window = getattr(profile, "__self__", None)
+        if not isinstance(window, Window):
             return original(*args, **kwargs)
         sys.setprofile(None)
+        outer, _local.window = getattr(_local, "window", None), window
         try:
             return original(*args, **kwargs)
         finally:
+            _local.window = outer
             sys.setprofile(profile)
 
     # The targets are often not plain functions but caches of JAX's

@@ -21,10 +21,11 @@ the checker spent building its error message is real time.
 from __future__ import annotations
 
 import dis
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Final
 
-from . import _detect
+from . import _detect, _situation
 
 __all__ = ["Open", "Tracker"]
 
@@ -60,6 +61,8 @@ class Open:
         "fast",
         "known",
         "data",
+        "body_fn",
+        "handled",
     )
 
     def __init__(
@@ -94,6 +97,11 @@ class Open:
         """Kinds of checker code entered inside it that can tell us nothing more
         (its name is in `checkers`, and for `isinstance`, `pytree` is set)."""
         self.data = data
+        self.body_fn: Any = None
+        """The body hook of a check seen through its checker's entry points
+        (`_entries`)."""
+        self.handled: Any = None
+        """The exception being handled where such a check started."""
 
 
 class Tracker:
@@ -238,6 +246,37 @@ def import_hook_of(module: str | None) -> str | None:
     return found
 
 
+# What a check in a host callback checked, by the function jaxtyping checks (the
+# same every run): jaxtyping's new-style checks only, whose description depends on
+# that function alone.
+_in_callbacks: weakref.WeakKeyDictionary[Any, _detect.Described] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+_IN_CALLBACK: Final = _situation.Situation("callback", None, False)
+
+
+def _described_in_callback(frame: FrameType, kind: int) -> _detect.Described | None:
+    local = frame.f_locals
+    fn = local.get("fn") if kind == _detect._JAXTYPING else None
+    if fn is None or "wrapped_fn_impl" not in local:
+        return _detect.describe(frame, kind)
+    if _detect._jaxtyping_switched_off(local):
+        return None
+    try:
+        return _in_callbacks[fn]
+    except (KeyError, TypeError):
+        pass
+    described = _detect.describe(frame, kind)
+    if described is not None:
+        try:
+            _in_callbacks[fn] = described._replace(frame_locals={})
+        except TypeError:
+            pass
+    return described
+
+
 class Window(Tracker):
     """Watches one call of a jitted function (or one host callback), on the calling
     thread or task: the runtime guard's tracker.
@@ -257,19 +296,28 @@ class Window(Tracker):
     callback_tally: dict[Any, list[Any]] | None = None
 
     def open(self, frame: FrameType, kind: int) -> Open | None:
-        from . import _situation
-
         is_tracing = _detect._is_tracing
         if is_tracing is not None and is_tracing():
             return None  # never flagged: everything below is traced too
         if _detect._deliberate(frame):
             return Open(frame, "", ignore=True)
-        described = _detect.describe(frame, kind)
+        if self.callback:
+            # Every check in a host callback is a "callback" check: nothing to look
+            # up around it, and a callback may run often (a progress meter).
+            described = _described_in_callback(frame, kind)
+            situation = _IN_CALLBACK
+        else:
+            described = _detect.describe(frame, kind)
+            situation = None
         if described is None:
             return None
-        # The class too, so that `install()`'s mark decides as it does for the profile.
-        cls = _situation.built_class(frame, described.what)
-        situation, _ = _situation.situation(frame, described.what, cls, described.body)
+        if situation is None:
+            # The class too, so that `install()`'s mark decides as it does for the
+            # profile.
+            cls = _situation.built_class(frame, described.what)
+            situation, _ = _situation.situation(
+                frame, described.what, cls, described.body
+            )
         if situation.when in ("compile", "trace"):
             return Open(frame, "", ignore=True)
         body = described.body

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
-from . import _detect, _situation
+from . import _detect, _entries, _situation, _tracing
 from ._detect import Check
+from ._fixes import unflatten_safe_fix
 from ._track import Window
 
 __all__ = ["RuntimeTypecheckError", "Site", "Tally", "watch"]
@@ -49,7 +50,7 @@ FIX_CONSTRUCTOR: Final = (
     "typecheck_guard.install() before {name} is defined (it then unflattens through "
     "__new__), or wrap the jitted function:\n"
     "\n"
-    "    {short} = typecheck_guard.unflatten_safe({transform}({short}))\n"
+    "    {wrap}\n"
 )
 
 FIX_OTHER: Final = (
@@ -85,6 +86,8 @@ class Site(NamedTuple):
     call_site: str
     hook: str | None = None
     """The packages of the jaxtyping import hook that added the check, if any."""
+    made_at: str | None = None
+    """`path:line` where the user's code made the jitted callable, if we saw it."""
 
     def describe(
         self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
@@ -106,14 +109,11 @@ class Site(NamedTuple):
             )
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
-            transform, _, fun = self.jitted.partition("(")
-            short = fun.rstrip(")").rsplit(".", 1)[-1] or "step"
             return FIX_CONSTRUCTOR.format(
                 cls=cls,
                 name=cls.rsplit(".", 1)[-1],
                 jitted=self.jitted,
-                transform=transform,
-                short=short if short.isidentifier() else "step",
+                wrap=unflatten_safe_fix(self.jitted, self.made_at),
             )
         return FIX_OTHER.format(jitted=self.jitted)
 
@@ -303,12 +303,18 @@ def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
         name = _detect.describe_jitted(
             jitted._typecheck_guard_transform, jitted._typecheck_guard_fun, caller
         )
+        made_at = getattr(jitted, "_typecheck_guard_made_at", None)
         for check in window.checks:
-            add(
-                tally,
-                Site(check.checked, check.checker, check.kind, name, where, check.hook),
-                check,
+            site = Site(
+                check.checked,
+                check.checker,
+                check.kind,
+                name,
+                where,
+                check.hook,
+                made_at,
             )
+            add(tally, site, check)
     raise_for = None
     if tally and _sinks and _sinks[-1](tally):
         raise_for = "the pytest plugin runs with --typecheck-guard=strict"
@@ -365,6 +371,19 @@ def watch_callback(
     outer = getattr(watching, "__self__", None)
     if watching is not None and not isinstance(outer, Window):
         return call(*args, **kwargs)  # another profiler runs: we step aside
+    if outer is None:
+        outer = _tracing.paused()  # a watched call that runs its executable
+    if _entries.active():
+        # The callback's own Python runs with no profile function of ours (a
+        # program may time it: `_entries`); jaxtyping's checks tell us themselves.
+        sys.setprofile(base)
+        try:
+            with _entries.entered(window):
+                return call(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+            if window.checks:
+                _report_callback(primitive, callback, window.checks, outer)
     sys.setprofile(window.event if base is None else _compose(base, window.event))
     try:
         return call(*args, **kwargs)
@@ -374,15 +393,32 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
+# `(primitive, callback)` -> (callback, its name, where it is defined): a callback
+# runs often (a progress meter), and the same one each time.
+_callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
+
+
+def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
+    key = (primitive, id(callback))
+    known = _callback_names.get(key)
+    if known is not None and known[0] is callback:
+        return known[1], known[2]
+    fn = _detect.callback_function(callback)
+    name = f"{primitive}({_detect.qualified(fn)})"
+    where = _detect.defined_at(fn)
+    if len(_callback_names) >= 10_000:
+        _callback_names.clear()
+    _callback_names[key] = (callback, name, where)
+    return name, where
+
+
 def _report_callback(
     primitive: str,
     callback: Any,
     checks: Sequence[Check],
     outer: Window | None,
 ) -> None:
-    fn = _detect.callback_function(callback)
-    name = f"{primitive}({_detect.qualified(fn)})"
-    where = _detect.defined_at(fn)
+    name, where = _callback_name(primitive, callback)
     tally: Tally = {}
     for check in checks:
         site = Site(check.checked, check.checker, "callback", name, where, check.hook)

@@ -20,6 +20,7 @@ class Profile(Totals):
     # Set by `typecheck-guard profile` and the pytest option, which start before the
     # program makes any jitted callable (`_engine.attach`).
     _before_program = False
+    _hook: tuple[Any, Any] = (None, None)
 
     def start(self) -> Profile:
         """Start recording (what entering the `with` block does)."""
@@ -27,6 +28,17 @@ class Profile(Totals):
             return self
         attach(self, before_program=self._before_program)
         self._running = True
+        # An error that ends the program reaches `sys.excepthook` (the command line
+        # hands it there too): its traceback says which failed checks stopped it.
+        previous = sys.excepthook
+
+        def excepthook(kind: Any, error: Any, tb: Any) -> None:
+            if isinstance(error, BaseException):
+                self._ended(error)
+            previous(kind, error, tb)
+
+        self._hook = (previous, excepthook)
+        sys.excepthook = excepthook
         self._start = time.perf_counter()
         return self
 
@@ -36,12 +48,17 @@ class Profile(Totals):
             self._wall += time.perf_counter() - self._start
             self._running = False
             detach(self)
+            previous, ours = self._hook
+            if sys.excepthook is ours:
+                sys.excepthook = previous
         return self
 
     def __enter__(self) -> Profile:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
+        if isinstance(exc[1], BaseException):
+            self._ended(exc[1])
         self.stop()
 
     def report(self, top: int | None = 20, file: Any = None) -> None:

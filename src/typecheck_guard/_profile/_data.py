@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 __all__ = ["WHENS", "Record", "Site", "Totals"]
 
@@ -42,6 +42,13 @@ class Record(NamedTuple):
     failed: bool = False
     rebuild: bool = False
     hook: str | None = None
+    made_at: str | None = None
+    error: Any = None
+    """A failed check's error, when the engine saw it (a weak reference): is it
+    the one that ended the run?"""
+    frame: tuple[int, Any] | None = None
+    """A failed check's frame, by (id, code): is it on the traceback of the error
+    that ended the run?"""
 
 
 class Site:
@@ -76,8 +83,10 @@ class Site:
         "first_calls",
         "setup_seconds",
         "failed",
+        "fatal",
         "rebuild",
         "hook",
+        "made_at",
         "pytree",
         "threads",
         "tests",
@@ -115,11 +124,16 @@ class Site:
         setup and cold caches)."""
         self.failed = 0
         """How many of them raised (in `compile`, JAX swallows the error)."""
+        self.fatal = 0
+        """How many of those raised the error that ended the profiled run."""
         self.rebuild = record.rebuild
         """JAX rebuilding a tree (an unflatten) ran these checks."""
         self.hook = record.hook
         """The packages of the jaxtyping import hook that added the check
         (`--jaxtyping-packages=...`), if one did."""
+        self.made_at = record.made_at
+        """`path:line` where your code made the jitted function, if the profile
+        saw it made."""
         self.pytree = False
         """A `PyTree[...]` annotation was checked."""
         self.threads: set[str] = set()
@@ -183,6 +197,45 @@ class Totals:
         """Attributed to each site's `tests` (the pytest option sets the test id)."""
         self.program: str | None = None
         """What ran (`train.py`, `-m pkg.train`), for the fixes' wording."""
+        # Failed checks' errors: id -> (weak reference, site key).
+        self._failed_with: dict[int, tuple[Any, tuple[str, str, str, str | None]]] = {}
+        # And their frames: (id, code) -> site key.
+        self._failed_at: dict[tuple[int, Any], tuple[str, str, str, str | None]] = {}
+
+    def _ended(self, error: BaseException) -> None:
+        """The run ended with `error`: the failed checks it passed through stopped
+        the program."""
+        # JAX re-raises the checker's error itself (with its own frames filtered
+        # out of the traceback); a library may wrap it: read the chain.
+        seen: set[int] = set()
+        keys = []
+        frames: set[tuple[int, Any]] = set()
+        chained: BaseException | None = error
+        while chained is not None and id(chained) not in seen and len(seen) < 8:
+            seen.add(id(chained))
+            found = self._failed_with.get(id(chained))
+            if found is not None and found[0]() is chained:
+                keys.append(found[1])
+            tb = chained.__traceback__
+            while tb is not None:
+                # The check's own frame, or one of its checker's frames under it.
+                f, depth = tb.tb_frame, 0
+                while f is not None and depth < 4:
+                    frames.add((id(f), f.f_code))
+                    f, depth = f.f_back, depth + 1
+                tb = tb.tb_next
+            chained = chained.__cause__ or chained.__context__
+        if not keys:
+            keys = list(
+                dict.fromkeys(
+                    self._failed_at[f] for f in frames if f in self._failed_at
+                )
+            )
+        with self._lock:
+            for key in keys:
+                site = self._sites.get(key)
+                if site is not None and site.fatal < site.failed:
+                    site.fatal += 1
 
     def _add(self, record: Record) -> None:
         key = (record.checked, record.checker, record.when, record.jitted)
@@ -198,6 +251,11 @@ class Totals:
             site.seconds += record.seconds
             if record.failed:
                 site.failed += 1
+                if len(self._failed_with) < 10_000:
+                    if record.error is not None:
+                        self._failed_with[id(record.error())] = (record.error, key)
+                    if record.frame is not None:
+                        self._failed_at[record.frame] = key
             if record.checked not in self._seen:
                 self._seen.add(record.checked)
                 site.first_calls += 1

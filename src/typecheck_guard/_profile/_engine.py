@@ -41,11 +41,13 @@ pytest option), each with its own totals.
 
 from __future__ import annotations
 
+import atexit
 import functools as ft
 import inspect
 import os
 import sys
 import threading
+import weakref
 from types import CodeType, FrameType
 from typing import Any
 
@@ -185,6 +187,7 @@ def _popped() -> None:
     if top.fast and sys._getframe(1) is top.frame:
         error = sys.exc_info()[1]
         failed = error is not None and error is not top.data.handled
+        state._error = error
         state.close(top, failed and not top.body_raised, end)
         if _on:
             sys.setprofile(state.event)
@@ -406,8 +409,19 @@ _PYTREE_CACHE_FILE = os.path.join(
 _PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
 
 
+def _error_ref(error: Any) -> Any:
+    try:
+        return weakref.ref(error) if error is not None else None
+    except TypeError:
+        return None
+
+
 class _Thread(Tracker):
     """One thread's open checks."""
+
+    # The error a failed check raised, when the backend tells us (`sys.monitoring`'s
+    # `PY_UNWIND`, jaxtyping's `finally` on the 3.11 fast path).
+    _error: Any = None
 
     # The `sys.setprofile` backend's profile function.
     def event(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -500,7 +514,11 @@ class _Thread(Tracker):
             failed=failed,
             rebuild=situation.rebuild,
             hook=import_hook_of(getattr(described.body, "__module__", None)),
+            made_at=situation.made_at,
+            error=_error_ref(self._error) if failed else None,
+            frame=(id(check.frame), check.frame.f_code) if failed else None,
         )
+        self._error = None
         for recorder in _recorders:
             recorder._add(record)
 
@@ -579,7 +597,9 @@ def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
     if state is not None:
         frame = sys._getframe(1)
         if frame is state._waiting:
+            state._error = exception
             state.returned(frame, True)
+            state._error = None
 
 
 def _start_monitoring() -> bool:
@@ -606,6 +626,19 @@ _on = False
 # Whether every jitted callable the program made is one of our wrappers (see the
 # module docstring): decided when the first recorder attaches.
 _sees_every_jit = False
+_exit_hook: list[bool] = []
+
+
+def _stop_at_exit() -> None:
+    """Stop every recorder still attached when the interpreter exits: a
+    `profile().start()` never stopped would otherwise watch the interpreter tear its
+    modules down, and fail there ("Exception ignored in ...")."""
+    for recorder in _recorders:
+        stop = getattr(recorder, "stop", None)
+        if callable(stop):
+            stop()
+        else:
+            detach(recorder)
 
 
 def attach(recorder: Totals, *, before_program: bool = False) -> None:
@@ -619,6 +652,9 @@ def attach(recorder: Totals, *, before_program: bool = False) -> None:
         if recorder in _recorders:
             return
         if not _recorders:
+            if not _exit_hook:
+                atexit.register(_stop_at_exit)
+                _exit_hook.append(True)
             _jitwrap.acquire(before_program=before_program)
             try:
                 _sees_every_jit = _jitwrap.sees_every_jit()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
+from .._guard._fixes import unflatten_safe_fix
 from ._data import Site, Totals
 
 __all__ = [
@@ -68,10 +69,6 @@ def _short(name: str | None) -> str:
     inner = name.partition("(")[2].rstrip(")") or name
     short = inner.rsplit(".", 1)[-1]
     return short if short.isidentifier() else "step"
-
-
-def _transform(name: str | None) -> str:
-    return name.partition("(")[0] if name and "(" in name else "jax.jit"
 
 
 def _finding(site: Site) -> Any:
@@ -153,11 +150,7 @@ def _rebuild_fix(site: Site, program: str | None) -> str:
     name = site.name.rsplit(".", 1)[-1]
     by_install, by_safe, found = _covers(site)
     if site.when in ("dispatch", "compile") and site.jitted:
-        short = _short(site.jitted)
-        safe = (
-            f"{short} = typecheck_guard.unflatten_safe("
-            f"{_transform(site.jitted)}({short}))"
-        )
+        safe = unflatten_safe_fix(site.jitted, site.made_at)
     else:
         safe = "put the tree operations in `with typecheck_guard.unflatten_safe():`"
     if by_install:
@@ -182,9 +175,10 @@ def _why(site: Site) -> str:
             f"{_shown(site.jitted) if site.jitted else 'a jitted function'} (once "
             "per compilation)"
         )
-        if site.failed:
+        swallowed = site.failed - site.fatal
+        if swallowed:
             what += (
-                f"; {site.failed} of these checks failed on the placeholder leaves "
+                f"; {swallowed} of these checks failed on the placeholder leaves "
                 "JAX rebuilds it with, and JAX swallowed the errors after the "
                 "checker built their messages"
             )
@@ -196,8 +190,18 @@ def _why(site: Site) -> str:
     return ""
 
 
+STOPPED: Final = (
+    "this check failed and the program stopped here (its error ended the run); "
+)
+
+
 def fix(site: Site, program: str | None = None) -> str:
     """The concrete fix for a site, one line."""
+    text = _fix(site, program)
+    return STOPPED + text if site.fatal else text
+
+
+def _fix(site: Site, program: str | None) -> str:
     if site.rebuild and site.kind == "constructor":
         return _why(site) + _rebuild_fix(site, program)
     if site.rebuild:
