@@ -341,8 +341,10 @@ def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     __tracebackhide__ = True
     global _tracing, _jit_disabled
     checked = plan.checked
-    if _state.block.get() is None and not _state.dispatch.depth:
-        return checked(*args, **kwargs)  # row 3
+    if not _state.dispatch.depth:
+        block = _state.block.get()
+        if block is None or not _state.inside(block, sys._getframe(2)):
+            return checked(*args, **kwargs)  # row 3
     if _tracing is None:
         from .._compat._jax import make_is_tracing, make_jit_disabled
 

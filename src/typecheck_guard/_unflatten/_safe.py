@@ -21,7 +21,7 @@ import inspect
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, Final, TypeVar, overload
 
 from .._errors import NOT_CALLABLE
 from . import _state
@@ -111,7 +111,7 @@ class _Context:
 
     def __enter__(self) -> None:
         _sync()
-        _state.enter()
+        _state.enter(2)  # the `with` statement's frame
 
     def __exit__(self, *exc: Any) -> None:
         _state.exit()
@@ -166,13 +166,16 @@ class _GuardedCall:
             dispatch.depth -= 1
 
     def __getattr__(self, name: str) -> Any:
-        # `lower`, `trace`, `eval_shape`, ...: JAX rebuilds the arguments' and
-        # outputs' trees with placeholder leaves there too.
         try:
             fn = object.__getattribute__(self, "_typecheck_guard_jitted")
         except AttributeError:  # not set yet (`copy`, unpickling)
             raise AttributeError(name) from None
-        return _in_block(getattr(fn, name))
+        value = getattr(fn, name)
+        # `lower`, `trace`, `eval_shape`: JAX rebuilds the arguments' and outputs'
+        # trees with placeholder leaves there, and in the stages they return. Every
+        # other attribute (`clear_cache`, `_cache_size`, `_fun`, ...) is the jitted
+        # function's own, as it is.
+        return _in_block(value) if name in _AOT else value
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         # What a jitted function does as a class attribute: itself on the class, a
@@ -193,6 +196,10 @@ class _GuardedCall:
 
     def __repr__(self) -> str:
         return f"typecheck_guard.unflatten_safe({self._typecheck_guard_jitted!r})"
+
+
+# The jitted function's methods that trace, lower or evaluate shapes.
+_AOT: Final = frozenset({"lower", "trace", "eval_shape"})
 
 
 def _in_block(value: Any) -> Any:
