@@ -512,7 +512,7 @@ def test_the_jitted_proxy_binds_and_reads_as_the_jitted_function():
         assert callable(bound.lower) and callable(bound.clear_cache)
         bound.clear_cache()
     assert Model.g is guarded
-    float(guarded(m, 1.0))
+    float(guarded(m, 1.0)), float(plain(m, 1.0))
     assert guarded._cache_size() == plain._cache_size() == 1
     assert guarded.__wrapped__ is guarded.__wrapped__ and callable(guarded.__wrapped__)
     assert guarded.__name__ == plain.__name__ == "<lambda>"

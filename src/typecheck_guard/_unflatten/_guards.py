@@ -194,6 +194,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     decide = _decide
     from_unflatten = _from_unflatten
     where_of = _where_of
+    modulename = getattr(sys, "_getframemodulename", None)  # Python 3.12+
     memo = plan.memo
 
     def guard(*args: Any, **kwargs: Any) -> Any:
@@ -204,21 +205,24 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         kind = type(self)
         # Row 1: JAX's registry is running `install()`'s unflatten of exactly
         # `type(self)`, and this hook is called from that unflatten's own code.
-        # `where` is `(code, depth)`: the code of our wrapper, and how far up its
+        # `where` is `(code, depth, token)`: the code of our wrapper, how far up its
         # frame is when the class's own unflatten calls the hook itself (the fast
-        # case); otherwise we walk up to it, and a constructor hook on the way makes
-        # this a construction nested in another one: no row 1.
+        # case), and the wrapper's `__module__`, a string object of its own, which
+        # Python 3.12+ reads off that frame without making a frame object;
+        # otherwise we walk up to it, and a constructor hook on the way makes this
+        # a construction nested in another one: no row 1.
         where = plan.where if kind is owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
-                frame = getframe(where[1])
+                if modulename is not None:
+                    ours = modulename(where[1]) is where[2]
+                else:
+                    ours = getframe(where[1]).f_code is where[0]
             except ValueError:  # the stack is not that deep: no unflatten
-                frame = None
-            if frame is not None and (
-                frame.f_code is where[0] or from_unflatten(getframe(1), where[0])
-            ):
+                ours = False
+            if ours or from_unflatten(getframe(1), where[0]):
                 if not plan.track:
-                    return unchecked(*args, **kwargs)
+                    return unchecked(*args, **kwargs) if kwargs else unchecked(*args)
                 state = marks.state
                 building = state[0]
                 state[0] = self
@@ -235,7 +239,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
-def _where_of(cls: type) -> tuple[Any, int] | None:
+def _where_of(cls: type) -> tuple[Any, int, str] | None:
     # A module-level function, not a closure over the weak dictionary: a guard's
     # closure holds only what pickles (cloudpickle sends a class defined in
     # `__main__` by value, guards included).
@@ -275,10 +279,11 @@ def unflattening(frame: Any) -> type | None:
     return None
 
 
-def register_wrapper(cls: type, where: tuple[Any, int]) -> None:
-    """`where = (code, depth)`: the code of the wrapper `install()` registered for
-    `cls`, and how far above a hook its frame is when `cls`'s unflatten calls that
-    hook directly. Row 1 of `cls`'s guards looks for that frame."""
+def register_wrapper(cls: type, where: tuple[Any, int, str]) -> None:
+    """`where = (code, depth, token)`: the code of the wrapper `install()`
+    registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
+    calls that hook directly, and the wrapper's `__module__` (a string object of its
+    own). Row 1 of `cls`'s guards looks for that frame."""
     with lock:
         _wheres[cls] = where
         _wrapper_classes[where[0]] = cls
