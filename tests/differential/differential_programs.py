@@ -61,6 +61,10 @@ class Program:
     # which calls `hit(name)`, are the unflatten's).
     nodes: tuple[tuple[str, str], ...]
     core: bool = False
+    # How many times the harness runs `main()` in one interpreter: the runs after
+    # the first make every construction again after the first run's unflattens
+    # (`again()`).
+    repeat: int = 1
 
 
 HEADER = '''\
@@ -1328,6 +1332,13 @@ def generate(region: str) -> list[Program]:
     names = [p.name for p in programs]
     assert len(set(names)) == len(names), f"duplicate program names in {region}"
     return programs
+
+
+def again(programs: Iterable[Program]) -> list[Program]:
+    """`programs`, each running its `main()` twice: every construction is made again
+    after the first run's unflattens (where `install()` has put its guards in
+    place), and compared too (the values under keys ending in `@again`)."""
+    return [dataclasses.replace(p, repeat=2) for p in programs]
 
 
 def default_seed() -> int:
