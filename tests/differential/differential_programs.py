@@ -36,6 +36,14 @@ REGIONS = (
     "disable_jit",
     "slots",
     "treeops",
+    # What the plugin puts in place of the user's or JAX's objects, against what it
+    # replaces (`differential_substitutes.py`).
+    "callforms",
+    "serialize",
+    "order",
+    "memo",
+    "proxy",
+    "importhook",
 )
 
 # Programs per region in a default batch (core programs first, then a sample).
@@ -1326,9 +1334,17 @@ _GENERATORS: dict[str, Callable[[], list[Program]]] = {
 }
 
 
+def _generator(region: str) -> Callable[[], list[Program]]:
+    if region in _GENERATORS:
+        return _GENERATORS[region]
+    import differential_substitutes  # it builds on this module
+
+    return differential_substitutes.GENERATORS[region]
+
+
 def generate(region: str) -> list[Program]:
     """Every program of `region`, in a fixed order."""
-    programs = _GENERATORS[region]()
+    programs = _generator(region)()
     names = [p.name for p in programs]
     assert len(set(names)) == len(names), f"duplicate program names in {region}"
     return programs
