@@ -752,7 +752,8 @@ def main():
     with phase("construct"):
         probe(out, "after", r, ("C", "init", "s"), HOWS)
         out["again"] = attempt(lambda: C(x=X, y=BAD))
-    with phase(first_calls()):
+    # (copies of a jitted function compile again: first calls)
+    with phase("jit1"):
         probe(out, "after", r, ("step", "double", "holder", "box"), HOWS)
     # Loading a class pickled by value in the process that defined it sets the
     # loaded attributes on it: put them back after (for the run after this one).
@@ -760,7 +761,7 @@ def main():
     with phase("construct"):
         probe(out, "last", r, ("s", "init", "C"), LAST_HOWS)
         out["last"] = attempt(lambda: C(x=X, y=BAD))
-    with phase(first_calls()):
+    with phase("jit1"):
         probe(out, "last", r, ("step", "double", "holder", "box"), LAST_HOWS)
     for name, value in saved.items():
         if vars(C).get(name) is not value:
