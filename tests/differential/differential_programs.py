@@ -3,6 +3,10 @@ programs, grouped by region, each defining typechecked pytree classes and runnin
 few constructions and tree operations on them (see `differential_runner.py` for
 how they run and what is compared).
 
+The regions that attack what the plugin puts in place of the user's or JAX's
+objects (`callforms`, `serialize`, `order`, `memo`, `proxy`, `importhook`) are in
+`differential_substitutes.py`, which builds on this module.
+
 Each region enumerates its variants combinatorially (`generate(region)` gives all
 of them, `--full` in `scripts/differential.py`). A default batch (`batch(region,
 seed)`) takes the region's `core` programs (the shapes the issues reported) and a
