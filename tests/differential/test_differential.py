@@ -7,8 +7,11 @@ must be equal, and the documented exceptions).
 One interpreter per mode runs every region's default batch (the core programs of
 each region, the shapes the issues reported, and a seeded sample of the rest; the
 seed depends on the Python version, so that CI's sessions sample differently).
+Each program runs its `main()` twice, so that every construction is made again
+after the class's first unflatten (where `install()` puts its guards in place).
 `TYPECHECK_GUARD_DIFFERENTIAL_SEED` / `_SIZE` change the seed and the programs per
-region. `python scripts/differential.py --full` runs every program.
+region; `TYPECHECK_GUARD_DIFFERENTIAL_AGAIN=0` runs each `main()` once. `python
+scripts/differential.py --full` runs every program.
 
 - `test_exact[region-mode]`: no lost check, crash, different error, changed value
   or count mismatch.
@@ -51,6 +54,8 @@ def run() -> Run:
         for region in programs_mod.REGIONS
         for p in programs_mod.batch(region, seed, size)
     ]
+    if os.environ.get("TYPECHECK_GUARD_DIFFERENTIAL_AGAIN", "1") != "0":
+        chosen = programs_mod.again(chosen)
     results, log = runner.run_all(chosen)
     return Run(seed, chosen, results, runner.compare_all(chosen, results), log)
 
@@ -58,7 +63,8 @@ def run() -> Run:
 def _report(run: Run, differences: list[runner.Difference]) -> str:
     lines = [str(d) for d in differences]
     lines.append(
-        f"(seed {run.seed}; rerun one with: python scripts/differential.py --program NAME)"
+        f"(seed {run.seed}; rerun one with: python scripts/differential.py --again "
+        "--program NAME)"
     )
     return "\n".join(lines)
 
