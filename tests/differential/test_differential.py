@@ -79,6 +79,13 @@ def test_exact(run: Run, region: str, mode: str) -> None:
 @pytest.mark.parametrize("mode", runner.PLUGIN_MODES)
 @pytest.mark.parametrize("region", programs_mod.REGIONS)
 def test_covered(run: Run, region: str, mode: str) -> None:
+    if region == "importhook" and mode != "install":
+        # Under jaxtyping's import hook a node's registered `tree_unflatten` is a
+        # checker's wrapper: `unflatten_safe` sees neither it (row 5 looks for the
+        # registered function's own frame, called by JAX) nor, then, the rebuild it
+        # makes. `install()`, which registers the unflatten, covers both
+        # (docs/how-it-works.md, "What each form covers").
+        pytest.skip("unflatten_safe does not cover import-hooked unflattens")
     found = [
         d
         for d in run.differences.get(mode, [])

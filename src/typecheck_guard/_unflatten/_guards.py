@@ -151,7 +151,7 @@ class _Plan:
         "track",
     )
 
-    def __init__(self, owner: type, name: str, checked: Any, unchecked: Any):
+    def __init__(self, owner: Any, name: str, checked: Any, unchecked: Any):
         self.owner = owner
         self.name = name
         self.checked = checked
@@ -170,15 +170,18 @@ class _Plan:
         self.memo = _outer_memo_probe(checked)
         # The class that owns the guarded method is almost always the one
         # unflattened: its fields and its unflatten are looked up once, not per call.
-        self.own_fields = _fields.get(owner)
-        self.where = _wheres.get(owner)
+        self.own_fields = None if owner is None else _fields.get(owner)
+        self.where = None if owner is None else _wheres.get(owner)
         # Whether a construction row 1 skips must name its instance for row 2: when
         # the class has another guarded hook that its body may call (set by
         # `guard_class`).
         self.track = name != "__init__"
 
     def __reduce__(self) -> Any:
-        return (_Plan, (self.owner, self.name, self.checked, self.unchecked))
+        # Not the class: pickling a method must not take its class along, as a
+        # plain function's pickle does not. A plan rebuilt without it looks its
+        # class's facts up by `type(self)`, as for a subclass.
+        return (_Plan, (None, self.name, self.checked, self.unchecked))
 
 
 def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
@@ -188,7 +191,6 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     the instance is whatever came first, as the method receives it. Rows 1 and 2 are
     inline (they run on every node JAX rebuilds); the rest is `_decide`."""
     plan = _Plan(cls, name, checked, unchecked)
-    owner = cls
     marks = _state.marks
     getframe = sys._getframe
     decide = _decide
@@ -211,7 +213,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         # Python 3.12+ reads off that frame without making a frame object;
         # otherwise we walk up to it, and a constructor hook on the way makes this
         # a construction nested in another one: no row 1.
-        where = plan.where if kind is owner else where_of(kind)
+        where = plan.where if kind is plan.owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
                 if modulename is not None:
@@ -398,19 +400,40 @@ def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return out
 
 
+# What a function of ours reads as when it stands in for another. `__defaults__` and
+# `__kwdefaults__` too: ours take only `*args, **kwargs`, which no default applies
+# to, so the copies change no call, and the attributes read as the original's.
+_READ_AS_THE_ORIGINAL = (
+    "__module__",
+    "__name__",
+    "__qualname__",
+    "__doc__",
+    "__annotations__",
+    "__defaults__",
+    "__kwdefaults__",
+)
+
+
+def stand_in(wrapper: Any, original: Any) -> Any:
+    """`functools.wraps` for our `(*args, **kwargs)` wrappers: the original's names,
+    docstring, annotations and defaults, its `__dict__` copied, and `__wrapped__`."""
+    for name in _READ_AS_THE_ORIGINAL:
+        try:
+            setattr(wrapper, name, getattr(original, name))
+        except (AttributeError, TypeError):
+            pass
+    wrapper.__dict__.update(getattr(original, "__dict__", {}))
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
 def _stand_in(guard: Any, checked: Any) -> None:
     """Make `guard` look like `checked` where it replaces it: its name, docstring and
     annotations, and the very same attribute dictionary. Whatever you set on
     `Cls.__init__` lands where it did without us: jaxtyping's wrapper reads
     `__no_type_check__` on itself at every call, and with a copy it would check on.
     (So we keep what we know of a guard in its closure, not in attributes.)"""
-    for name in (
-        "__module__",
-        "__name__",
-        "__qualname__",
-        "__doc__",
-        "__annotations__",
-    ):
+    for name in _READ_AS_THE_ORIGINAL:
         try:
             setattr(guard, name, getattr(checked, name))
         except (AttributeError, TypeError):

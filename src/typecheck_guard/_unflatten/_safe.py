@@ -30,6 +30,7 @@ from ._guards import (
     guard_class,
     register_dataclass_fields,
     register_unflatten,
+    stand_in,
 )
 from ._records import builds_with_new, is_ours, unflatten_of
 
@@ -178,12 +179,26 @@ class _GuardedCall:
         return _in_block(value) if name in _AOT else value
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        # What a jitted function does as a class attribute: itself on the class, a
-        # bound method on an instance (`__self__`, `__func__`, and every attribute
-        # of ours through it).
-        if obj is None:
+        # What the jitted function does as a class attribute, with ourselves in its
+        # place: `jax.jit`'s binds a `types.MethodType` (`__self__`, `__func__`, and
+        # every attribute of ours through it), Equinox's `filter_jit` an
+        # `equinox.Partial` (a pytree). One we don't know is bound as it binds
+        # itself: its calls then check, as without us.
+        fn = self._typecheck_guard_jitted
+        get = getattr(type(fn), "__get__", None)
+        if get is None:
             return self
-        return types.MethodType(self, obj)
+        bound = get(fn, obj, objtype)
+        if bound is fn:
+            return self
+        if isinstance(bound, types.MethodType) and bound.__func__ is fn:
+            return types.MethodType(self, bound.__self__)
+        if getattr(bound, "func", None) is fn:
+            try:
+                return type(bound)(self, *bound.args, **bound.keywords)
+            except Exception:
+                pass
+        return bound
 
     def __reduce__(self) -> Any:
         return (unflatten_safe, (self._typecheck_guard_jitted,))
@@ -195,7 +210,7 @@ class _GuardedCall:
         return _GuardedCall(copy.deepcopy(self._typecheck_guard_jitted, memo))
 
     def __repr__(self) -> str:
-        return f"typecheck_guard.unflatten_safe({self._typecheck_guard_jitted!r})"
+        return repr(self._typecheck_guard_jitted)
 
 
 # The jitted function's methods that trace, lower or evaluate shapes.
@@ -221,7 +236,7 @@ def _in_block(value: Any) -> Any:
         return value
     if callable(value):
 
-        @ft.wraps(value)
+        @ft.partial(stand_in, original=value)
         def in_block(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
             _sync()
@@ -350,7 +365,7 @@ def unflatten_safe(fn: Any = None, /) -> Any:
     if inspect.iscoroutinefunction(fn):
         return _coroutine(fn)
 
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -370,7 +385,7 @@ def unflatten_safe(fn: Any = None, /) -> Any:
 
 
 def _generator(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -408,7 +423,7 @@ def _generator(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
     # A coroutine is resumed by its own task's event loop, in that task's context: a
     # block entered inside it stays with it across `await`s and no other task sees it.
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -422,7 +437,7 @@ def _coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _async_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
