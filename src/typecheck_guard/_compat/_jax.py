@@ -9,6 +9,9 @@
   auxiliary data (`None` for a leaf), what `typecheck_guard.check` walks with.
 - `jax._src.config.disable_jit`: whether `jax.disable_jit()` is in effect (its
   `.value`, ~50 ns).
+- `PyTreeDef.from_node_data_and_children` (jaxlib 0.4.36 spells it
+  `make_from_node_data_and_children`): a treedef from a node's type and data and its
+  children's treedefs, which the `PyTree` cache stores its keys with.
 """
 
 from __future__ import annotations
@@ -112,3 +115,20 @@ def make_is_tracing():
         return trace_ctx.trace is not eval_trace
 
     return is_tracing
+
+
+@functools.cache
+def _treedef_builder() -> Any:
+    from jax.tree_util import PyTreeDef
+
+    build = getattr(PyTreeDef, "from_node_data_and_children", None)
+    if build is None:  # jaxlib 0.4.36 names it so
+        build = PyTreeDef.make_from_node_data_and_children
+    return build
+
+
+def treedef_from_node_data(registry: Any, node_data: Any, children: Any) -> Any:
+    """`PyTreeDef.from_node_data_and_children`: the treedef of a node of type
+    `node_data[0]`, with the node data `node_data[1]` and `children` (treedefs), as
+    JAX's own `filter_statics_from_treedef` builds one."""
+    return _treedef_builder()(registry, node_data, children)
