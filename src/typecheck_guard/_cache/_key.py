@@ -4,46 +4,61 @@ stored without keeping the user's objects alive.
 A key stands for what `isinstance(x, PyTree[L])` depends on (`_pytree.py`): the
 annotation's `Reads`, the treedef of `x`, a signature per leaf and the memo entries
 the annotation reads. Plain jaxtyping runs none of the user's code for these but the
-flatten (which a hit does instead of jaxtyping's), and holds none of them after the
-check returns. So must we:
+flatten (which a hit does instead of jaxtyping's), and holds none of them once the
+check returns. Neither do we:
 
-- **Looking up runs nothing of the user's.** A lookup hashes the key and compares it
-  with stored ones. Everything in it hashes and compares in C: JAX avals, builtin
-  scalars, shapes of `int`s, dtypes whose `__eq__` and `__hash__` are C, classes
-  whose metaclass compares by identity, and treedefs, whose hash leaves aux data out.
-  A leaf, dtype, `Literal` value or memo entry that is anything else makes the check
-  uncacheable (`Uncacheable`). The aux data and dict keys inside the treedef can be
-  anything, so the comparison is made by the *stored* side (`Key.__eq__` puts it on
-  the left, and JAX compares a treedef's node data left to right): every piece of
-  aux data and every dict key in a stored treedef is a `_Frozen`, whose `__eq__`
-  decides by itself and never asks the other side's `__eq__`.
-- **A stored key holds nothing of the user's.** `freeze` copies builtin scalars,
-  and tuples and lists of them, by value (JAX compares them by value too, and a
-  copy can't be seen), and refers weakly to an object that compares by identity (an
-  Equinox `MISSING`, a function, a class), to a class in the signature and to an
-  `Enum` member: a dead reference equals nothing. Aux data with an `__eq__` of its
-  own (which JAX would call), or that a weak reference can't hold, and a namedtuple
-  (whose class a treedef holds, and JAX's registry does not) make a tree that is
-  checked every time and never stored. So does a `Literal` annotation over a node
-  whose `__eq__` is Python's: jaxtyping compares each node with the literal values.
+- **A lookup runs nothing of the user's.** It hashes the key and compares it with
+  stored ones, so everything in a key must hash and compare in C, without asking
+  the user's `__eq__` or `__hash__`: JAX avals; builtin scalars; shapes of `int`s;
+  dtypes whose `__eq__` and `__hash__` are C; classes whose metaclass compares by
+  identity; `Enum` members whose `__eq__` is C's; and treedefs, which JAX hashes
+  without their node data and compares node data with `==`. So `check_structure`
+  looks at the node data of every treedef in a key (aux data, dict keys): builtin
+  scalars, tuples and lists of them, and objects that compare by identity
+  (`object.__eq__`: Equinox's `MISSING`, a function, a class) pass; anything with an
+  `__eq__` of its own, which JAX's `==` would call on the slightest collision (it
+  asks the other side when one side can't decide), makes the check uncacheable
+  (`Uncacheable`), as does a leaf, dtype, `Literal` value or memo entry that is not
+  one of the above.
+- **A stored key holds nothing of the user's.** `freeze` rebuilds the treedef with
+  builtin values copied (no one can see a copy of an `int` or a `str` kept, nor
+  mutate a copied list) and every object compared by identity held weakly (`_Weak`,
+  equal to that very object while it lives), and holds heap classes and `Enum`
+  members in the signature weakly too. A tree that holds what a weak reference
+  can't hold, or a namedtuple (whose class a treedef holds, where JAX's registry
+  does not), is checked every time and never stored. So is a `Literal` annotation
+  over a node whose `__eq__` is Python's: jaxtyping compares every node with the
+  literal values, which a hit would skip.
 
-A stored key is *finer* than JAX's equality (`1` and `1.0` differ, two equal objects
-compared by identity differ): one more miss, never a wrong hit.
+A stored key is at least as fine as JAX's equality (an `Enum` member or a dtype kept
+weakly equals itself only): at worst one more miss, never a wrong hit.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import types
 import weakref
 from typing import Any, Final
 
-__all__ = ["MISSING", "Key", "Uncacheable", "freeze", "load", "memo_deps", "signature"]
+__all__ = [
+    "MISSING",
+    "Key",
+    "Uncacheable",
+    "check_structure",
+    "freeze",
+    "load",
+    "make",
+    "memo_deps",
+    "signature",
+]
 
 MISSING: Final = object()
 """A memo entry the annotation reads and that is not bound."""
 
 _SCALARS: Final = frozenset({int, bool, float, complex, str, bytes, type(None)})
+_SEQUENCES: Final = frozenset({tuple, list, type(None)})
 _HEAPTYPE: Final = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class that can be freed
 _object_eq = object.__eq__
 _object_ne = object.__ne__
@@ -59,6 +74,7 @@ _tracer: Any = None
 _treedef: Any = None
 _avals: Any = None
 _from_node_data: Any = None
+_node_data: Any = None
 _registry: Any = None
 
 
@@ -75,12 +91,12 @@ def load() -> None:
     """Resolve what keys are made of (JAX and NumPy types); `_pytree.py` calls it
     when the cache is first turned on."""
     global _array_impl, _ndarray, _jax_array, _tracer, _treedef, _avals
-    global _from_node_data, _registry
+    global _from_node_data, _node_data, _registry
     import jax
     import jax.core
     import numpy as np
 
-    from .._compat._jax import treedef_from_node_data
+    from .._compat._jax import treedef_from_node_data, treedef_node_data
 
     try:
         from jax._src.array import ArrayImpl
@@ -93,6 +109,7 @@ def load() -> None:
     _treedef = jax.tree_util.PyTreeDef
     _avals = jax.core.AbstractValue
     _from_node_data = treedef_from_node_data
+    _node_data = treedef_node_data
     _registry = jax.tree_util.default_registry
 
 
@@ -119,8 +136,8 @@ class Key:
     def __eq__(self, other: object) -> bool:
         if type(other) is not Key:
             return NotImplemented
-        # The stored side compares: its `_Frozen` pieces decide without the user's
-        # `__eq__` (a dict lookup puts the stored key first, but we don't rely on it).
+        # The stored side on the left, so that its `_Weak` pieces are asked first
+        # (a dict lookup does so too, but we don't rely on it).
         stored, looked_up = (other, self) if other.stored else (self, other)
         try:
             return stored.parts == looked_up.parts
@@ -128,6 +145,21 @@ class Key:
             # JAX raises comparing a treedef with anything else (`MISSING`, on some
             # versions): not equal.
             return False
+
+
+def make(reads: Any, leaves: list[Any], treedef: Any, memos: Any) -> Key:
+    """The key of a value whose `tree_flatten` is `leaves, treedef`, checked against
+    `reads`'s annotation with the shape memo `memos` (`None` outside `@jaxtyped`).
+    Raises `Uncacheable` (see the module docstring)."""
+    check_structure(treedef)
+    sig = signature(leaves, reads)
+    if memos is None:
+        deps = None
+    elif reads.any_reads:
+        deps = memo_deps(reads, memos, treedef)
+    else:
+        deps = ()
+    return Key((reads, treedef, sig, deps))
 
 
 def signature(leaves: list[Any], reads: Any) -> tuple[Any, ...]:
@@ -244,6 +276,8 @@ def _memo_value(value: Any, kind: int) -> Any:
         )
     else:
         ok = type(value) is _treedef
+        if ok:
+            check_structure(value)
     if not ok:
         raise Uncacheable
     return value
@@ -258,13 +292,51 @@ def memo_deps(reads: Any, memos: Any, treedef: Any) -> tuple[tuple[Any, ...], ..
     )
 
 
+def _plain(x: Any) -> None:
+    # Comparing `x` with anything runs no Python code: builtin scalars, tuples and
+    # lists of them, and objects that compare by identity (`object.__eq__`: an
+    # Equinox `MISSING`, a function, a class).
+    t = type(x)
+    if t in _SCALARS:
+        return
+    if t is tuple or t is list:
+        for v in x:
+            _plain(v)
+        return
+    if t.__eq__ is _object_eq and t.__ne__ is _object_ne:
+        return
+    raise Uncacheable
+
+
+def check_structure(treedef: Any) -> None:
+    """Raise `Uncacheable` unless comparing `treedef` with a stored one runs no Python
+    code: JAX compares node data (aux data, dict keys) with `==`, which asks the
+    other side too when one side can't decide."""
+    if treedef.num_nodes == treedef.num_leaves + 1:  # one node, over leaves only
+        datas: Any = (treedef.node_data()[1],)
+    else:
+        datas = list(_node_data(treedef))  # `None` for leaves
+    # The common trees, in C: dict keys and aux tuples of builtin scalars. (Types
+    # first: `filter` asks each piece's truth and `chain` iterates it, which a user's
+    # object may define.)
+    if _SEQUENCES.issuperset(map(type, datas)) and _SCALARS.issuperset(
+        map(type, itertools.chain.from_iterable(filter(None, datas)))
+    ):
+        return
+    for data in datas:
+        _plain(data)
+
+
 # --- what a stored key holds ---------------------------------------------------------
 
 
-class _Ref:
-    """An object that compares by identity, held weakly."""
+class _Weak:
+    """A piece of node data that compares by identity, held weakly: equal to the
+    object itself only, while it lives."""
 
     __slots__ = ("ref",)
+    # Never hashed: a stored key keeps the hash of the key it was frozen from.
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, obj: Any):
         try:
@@ -272,75 +344,30 @@ class _Ref:
         except TypeError:  # `object()`, `__slots__` without `__weakref__`
             raise _Unstorable from None
 
+    def __eq__(self, other: object) -> bool:
+        target = self.ref()
+        if type(other) is _Weak:  # two stored keys
+            other = other.ref()
+        return target is not None and other is target
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
     def __repr__(self) -> str:
         return f"<weak {self.ref()!r}>"
 
 
-class _ListOf(tuple):
-    """A copy of a list (of frozen values): equal to a list with the same items."""
-
-    __slots__ = ()
-
-
 def _freeze(x: Any) -> Any:
+    # `x` passed `_plain`: copy what is compared by value (a list the user may
+    # mutate included), refer weakly to what is compared by identity.
     t = type(x)
     if t in _SCALARS:
         return x
     if t is tuple:
         return tuple([_freeze(v) for v in x])
     if t is list:
-        return _ListOf([_freeze(v) for v in x])
-    if t.__eq__ is _object_eq and t.__ne__ is _object_ne:
-        return _Ref(x)
-    raise _Unstorable
-
-
-def _same(frozen: Any, other: Any) -> bool:
-    """Whether the lookup's `other` equals the stored `frozen`, by type and value or
-    by identity; nothing of `other`'s runs."""
-    kind = type(frozen)
-    if kind is _Ref:
-        target = frozen.ref()
-        if type(other) is _Ref:  # two stored keys
-            return target is not None and other.ref() is target
-        return target is not None and other is target
-    if kind is tuple or kind is _ListOf:
-        expected = list if kind is _ListOf else tuple
-        if type(other) is not expected and type(other) is not kind:
-            return False
-        return len(other) == len(frozen) and all(
-            _same(f, o) for f, o in zip(frozen, other)
-        )
-    return type(other) is kind and (other is frozen or other == frozen)
-
-
-class _Frozen:
-    """A piece of node data (a node's aux data, a dict key) in a stored treedef."""
-
-    __slots__ = ("value",)
-    # Never hashed: a treedef's hash leaves its node data out.
-    __hash__ = None  # type: ignore[assignment]
-
-    def __init__(self, x: Any):
-        self.value = _freeze(x)
-
-    @classmethod
-    def weak(cls, obj: Any) -> _Frozen:
-        """`obj` compared by identity, whatever its `__eq__` (finer than it)."""
-        frozen = cls.__new__(cls)
-        frozen.value = _Ref(obj)
-        return frozen
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is _Frozen:
-            return _same(self.value, other.value)
-        return _same(self.value, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
+        return [_freeze(v) for v in x]
+    return _Weak(x)
 
 
 _NO_DATA: Final = frozenset({list, tuple, type(None)})  # JAX keeps no node data
@@ -357,10 +384,9 @@ def _freeze_treedef(treedef: Any, by_value: bool) -> Any:
         # literals (`"relu" == node` asks the node), which a hit would skip.
         raise _Unstorable
     if node_type is dict:
-        data = [_Frozen(k) for k in data]
+        data = [_freeze(k) for k in data]
     elif node_type not in _NO_DATA:
-        # A custom node's aux data, `None` included: JAX compares it whatever it is.
-        data = _Frozen(data)
+        data = _freeze(data)
     children = [_freeze_treedef(c, by_value) for c in treedef.children()]
     return _from_node_data(_registry, (node_type, data), children)
 
@@ -373,11 +399,13 @@ def _freeze_part(part: Any) -> Any:
     if t is tuple:
         return tuple([_freeze_part(p) for p in part])
     if isinstance(part, type):
-        return _Frozen.weak(part) if part.__flags__ & _HEAPTYPE else part
+        return _Weak(part) if part.__flags__ & _HEAPTYPE else part
     if isinstance(part, _avals):
         return part  # JAX's own, interned
     try:
-        return _Frozen.weak(part)  # an `Enum` member, a dtype that can be referenced
+        # An `Enum` member, a dtype that can be referenced: by identity, which is
+        # finer than their `__eq__`.
+        return _Weak(part)
     except _Unstorable:
         # A dtype that no weak reference can hold (NumPy's): nor can anyone see that
         # we keep it.

@@ -129,20 +129,12 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
         return _original(cls, obj)
     try:
         leaves, treedef = _tree_flatten(obj)
-        sig = _key.signature(leaves, reads)
-        if jt.has_shape_memo():
-            deps = (
-                _key.memo_deps(reads, jt.get_shape_memo(), treedef)
-                if reads.any_reads
-                else ()
-            )
-        else:
-            deps = None
-        key = Key((reads, treedef, sig, deps))
+        memos = jt.get_shape_memo() if jt.has_shape_memo() else None
+        key = _key.make(reads, leaves, treedef, memos)
     except Exception:
-        # Tracers; leaves, dtypes and memo entries whose hashing or comparison would
-        # run the user's code (`Uncacheable`); values JAX cannot flatten (let
-        # jaxtyping say what it says about those).
+        # Tracers; leaves, dtypes, node data and memo entries whose hashing or
+        # comparison would run the user's code (`_key.Uncacheable`); values JAX
+        # cannot flatten (let jaxtyping say what it says about those).
         return _original(cls, obj)
     found = _cache.get(key)
     if found is not None:
@@ -156,7 +148,7 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
             _replay(jt, effects, treedef)
         return True
     _misses += 1
-    return _miss(cls, obj, reads, key, treedef, deps is not None)
+    return _miss(cls, obj, reads, key, treedef, memos is not None)
 
 
 def _miss(
