@@ -684,6 +684,17 @@ def test_literal_values_with_their_own_eq_and_hash(cached):
     assert with_cache == plain
     assert plain[1]["eq"] >= 3 and "hash" not in plain[1]
 
+    # Builtin leaves, but a literal with an `__eq__` of its own: jaxtyping compares
+    # every node with it.
+    ann = PyTree[Literal["a", _Color.RED]]
+
+    def run_str():
+        return [isinstance({"k": "a"}, ann) for _ in range(3)]
+
+    plain, with_cache = _both(run_str)
+    assert with_cache == plain
+    assert plain[1]["eq"] >= 3
+
 
 class _ShapedInt(int):
     """An `int` leaf with `shape` and `dtype` properties, counted."""

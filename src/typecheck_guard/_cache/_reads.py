@@ -208,6 +208,11 @@ def _leaftype(tp: Any, jt: Jaxtyping, acc: _Collect) -> None:
             _leaftype(arg, jt, acc)
         return
     if origin is Literal:
+        for value in typing.get_args(tp):
+            if isinstance(type(value).__eq__, types.FunctionType):
+                # jaxtyping compares every node and leaf with each literal, and an
+                # `__eq__` of the user's would see those calls skipped on a hit.
+                raise Opaque
         acc.by_value = True
         return
     if origin is Annotated:  # jaxtyping's typeguard checks the bare type
