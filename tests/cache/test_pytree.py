@@ -710,7 +710,17 @@ class _ShapedInt(int):
         return np.dtype("int32")
 
 
-def test_leaf_attributes_the_check_does_not_read_are_not_read(cached):
+class _CountedArray(np.ndarray):
+    """An array whose `shape` is a property of its own, counted."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        _calls["shape"] += 1
+        return super().shape
+
+
+def test_leaf_attributes_are_read_only_as_jaxtyping_reads_them(cached):
+    # An `int` leaf: jaxtyping never reads its `shape` or `dtype`; nor may the key.
     ann = PyTree[int]
 
     def run():
@@ -719,6 +729,18 @@ def test_leaf_attributes_the_check_does_not_read_are_not_read(cached):
     plain, with_cache = _both(run)
     assert with_cache == plain == ([True] * 3, {})
     assert typecheck_guard.pytree_cache_info().hits == 2
+
+    # An instance of the annotation's array class whose `shape` runs code: jaxtyping
+    # reads it on every check, and so it is checked every time.
+    ann = PyTree[Float[np.ndarray, " n"]]
+    leaf = np.zeros(3, np.float32).view(_CountedArray)
+
+    def run_array():
+        return [isinstance([leaf], ann) for _ in range(3)]
+
+    plain, with_cache = _both(run_array)
+    assert with_cache == plain
+    assert plain[1]["shape"] >= 3
 
 
 class _Node:

@@ -197,9 +197,9 @@ def _c_compared(obj: Any) -> bool:
 
 
 def _plain_attribute(t: type, name: str) -> bool:
-    # Reading `x.name` runs no Python code: no `__getattribute__` of the class's own,
-    # and the attribute is in the instance's `__dict__` or a C slot.
-    if isinstance(t.__getattribute__, types.FunctionType):
+    # Reading `x.name` runs no Python code: no `__getattribute__` or `__getattr__` of
+    # the class's own, and the attribute is in the instance's `__dict__` or a C slot.
+    if isinstance(t.__getattribute__, types.FunctionType) or hasattr(t, "__getattr__"):
         return False
     for base in t.__mro__:
         found = base.__dict__.get(name)
