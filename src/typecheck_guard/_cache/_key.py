@@ -315,7 +315,7 @@ def check_structure(treedef: Any) -> None:
     if treedef.num_nodes == treedef.num_leaves + 1:  # one node, over leaves only
         datas: Any = (treedef.node_data()[1],)
     else:
-        datas = list(_node_data(treedef))  # `None` for leaves
+        datas = _node_data(treedef)  # `None` for leaves
     # The common trees, in C: dict keys and aux tuples of builtin scalars. (Types
     # first: `filter` asks each piece's truth and `chain` iterates it, which a user's
     # object may define.)

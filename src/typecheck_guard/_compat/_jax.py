@@ -166,12 +166,12 @@ def _node_data_reader() -> Any:
         return _walk_node_data
 
     def read(treedef: Any) -> Any:
-        return map(third, treedef.__getstate__()[1])
+        return list(map(third, treedef.__getstate__()[1]))
 
     return read
 
 
-def treedef_node_data(treedef: Any) -> Any:
+def treedef_node_data(treedef: Any) -> list[Any]:
     """The node data of every node of `treedef` (`None` for a leaf, a list, a tuple
     or `None` itself), in some order: aux data of custom nodes, key lists of dicts,
     the class of a namedtuple."""
