@@ -384,7 +384,10 @@ def test_profile_of_an_interrupted_program_reports_then_ends_by_sigint(tmp_path)
     [
         (["python", "-m", "typecheck_guard", "run", "x.py"], []),
         (["/venv/bin/python", "/venv/bin/typecheck-guard", "run", "x.py"], []),
-        (["python", "-X", "dev", "-Werror", "-uBc", "code"], ["-X", "dev", "-W", "error", "-uB"]),
+        (
+            ["python", "-X", "dev", "-Werror", "-uBc", "code"],
+            ["-X", "dev", "-W", "error", "-uB"],
+        ),
         (["python", "-bWerror", "-x", "/bin/tg", "run"], ["-b", "-W", "error"]),
         (
             ["python", "--check-hash-based-pycs", "always", "-I", "-Bm", "mod"],

@@ -102,7 +102,9 @@ def after_all_imported(
 
 
 def after_import(
-    names: Collection[str], on_import: Callable[[Any], None], stack: contextlib.ExitStack
+    names: Collection[str],
+    on_import: Callable[[Any], None],
+    stack: contextlib.ExitStack,
 ) -> None:
     """Call `on_import(module)` once for each module of `names`: at once for one that
     is imported, else right after it is executed. Until `stack` closes."""
@@ -144,7 +146,9 @@ def _run_due() -> None:
         due: list[_Watch] = []
         for name in [name for name in _waiting if imported(name) is not None]:
             for watch in _waiting.get(name, ()):
-                if watch not in due and all(imported(n) is not None for n in watch.names):
+                if watch not in due and all(
+                    imported(n) is not None for n in watch.names
+                ):
                     due.append(watch)
         for watch in due:
             _forget(watch)
@@ -185,9 +189,7 @@ class _PostImportHook:
 
     def __repr__(self) -> str:
         coming = sorted(name for name in list(_waiting) if imported(name) is None)
-        return (
-            f"<typecheck_guard post-import hook, waiting for {', '.join(coming) or 'nothing'}>"
-        )
+        return f"<typecheck_guard post-import hook, waiting for {', '.join(coming) or 'nothing'}>"
 
 
 _FINDER = _PostImportHook()
