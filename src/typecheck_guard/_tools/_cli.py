@@ -7,7 +7,9 @@ program's typecheck time goes). All import JAX lazily, so `--help` is instant.
 
 `run` and `profile` take the program's command line as `python` does: everything
 after the script (or after `-m module`) is the program's, so we split it off before
-argparse sees it (`_runner.split_command`).
+argparse sees it (`_runner.split_command`). `run` then becomes `python` itself
+(`_runner.replace_process`), and `profile` runs the program in this process
+(`_runner.run_program`).
 
 `--json PATH` is one convention for `scan`, `profile` and `bench`: a file, or `-`
 for standard output, which then holds the JSON alone (`_output`). Ctrl-C ends
@@ -156,10 +158,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         "run",
         help="run a Python program with typecheck_guard.install() in effect",
         usage=f"{PROG} run [-h] (script.py | -m module) [args ...]",
-        description="Call typecheck_guard.install(), then run the program exactly as "
-        "`python script.py args...` or `python -m module args...` would (sys.argv, "
-        "__main__, sys.path[0], exit code): its pytree classes unflatten without "
-        "re-running their typechecks, with no change to its code.",
+        description="Run `python script.py args...` or `python -m module args...` "
+        "itself (the same interpreter and options), with typecheck_guard.install() "
+        "in effect from the program's first line: its pytree classes unflatten "
+        "without re-running their typechecks, with no change to its code.",
     )
     run.add_argument("program", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -309,8 +311,9 @@ def _install() -> None:
     from .._startup import propagate
 
     with warnings.catch_warnings():
-        # Nothing of the program's is registered yet; classes registered by the
-        # libraries imported so far are not the user's to fix.
+        # Nothing of the program's is registered yet (and `install()` imports
+        # nothing); classes registered by libraries imported so far are not the
+        # user's to fix.
         warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
         typecheck_guard.install()
     propagate()
