@@ -74,15 +74,16 @@ def start() -> None:
     _install.say_instead = say
     try:
         with warnings.catch_warnings(record=True) as caught:
-            # `install()` imports nothing, but a library imported before us (by a
-            # `sitecustomize`, say) is patched here and now: the classes it
-            # registered are not the program's (as under `typecheck-guard run`),
-            # and none of the program's filters is in place yet to judge anything
-            # else said meanwhile.
+            # `install()` imports nothing, but a library imported before us (by
+            # a `.pth` file read before ours, say) is patched here and now: the
+            # classes it registered are not the program's (as under
+            # `typecheck-guard run`), and none of the program's filters is in
+            # place yet to judge anything else said meanwhile.
             warnings.simplefilter("ignore")
             warnings.simplefilter("always", PartsDisabledWarning)
             install()
     except Exception as e:  # the interpreter must start whatever happens
+        _install.say_instead = None  # a later install() of the program's warns
         error = " ".join(f"{type(e).__name__}: {e}".split())
         say(STARTUP_FAILED.format(error=error))
         return
