@@ -109,6 +109,14 @@ def _make_register(module: Any, original: Any) -> Any:
             # flatten it.
             seen.add(data_class)
 
+    # It stands in for chex's function, in chex's module: named as that, it pickles
+    # by reference to it (cloudpickle sends a chex dataclass defined in `__main__`
+    # by value, with the chex functions its methods call), and the receiving
+    # process calls whatever chex's module holds there.
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(
+            register_dataclass_type_with_jax_tree_util, name, getattr(original, name)
+        )
     return register_dataclass_type_with_jax_tree_util
 
 
