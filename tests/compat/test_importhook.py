@@ -74,7 +74,7 @@ def _waits(name: str) -> bool:
 def test_at_once_when_imported_after_the_import_when_not(modules):
     modules("tg_hook_now", "X = 1\n")
     modules("tg_hook_later", "X = 2\n")
-    import tg_hook_now  # noqa: F401
+    importlib.import_module("tg_hook_now")
 
     seen = []
     with contextlib.ExitStack() as stack:
@@ -84,7 +84,7 @@ def test_at_once_when_imported_after_the_import_when_not(modules):
             stack,
         )
         assert seen == [("tg_hook_now", 1)] and _waits("tg_hook_later")
-        import tg_hook_later  # noqa: F401
+        importlib.import_module("tg_hook_later")
 
         # Right after its code ran, before the import returned; then nothing waits.
         assert seen == [("tg_hook_now", 1), ("tg_hook_later", 2)]
@@ -103,10 +103,10 @@ def test_all_of_several_modules_whichever_comes_last(modules):
         _importhook.after_all_imported(
             ["tg_hook_a", "tg_hook_b"], lambda: calls.append(1), stack
         )
-        import tg_hook_b  # noqa: F401
+        importlib.import_module("tg_hook_b")
 
         assert calls == []
-        import tg_hook_a  # noqa: F401
+        importlib.import_module("tg_hook_a")
 
         assert calls == [1]
 
@@ -118,7 +118,7 @@ def test_closing_the_stack_drops_what_waits(modules):
         _importhook.after_import(["tg_hook_dropped"], calls.append, stack)
         assert _waits("tg_hook_dropped")
     assert "tg_hook_dropped" not in _importhook._waiting
-    import tg_hook_dropped  # noqa: F401
+    importlib.import_module("tg_hook_dropped")
 
     assert calls == []
 
