@@ -51,6 +51,12 @@ def _both(factory: Any, scenario: Any) -> tuple[Any, Any]:
     return plain, ours
 
 
+def _one_level(name: str) -> Any:
+    import jax._src.tree_util
+
+    return getattr(jax.tree_util, name, None) or getattr(jax._src.tree_util, name)
+
+
 def _rebuild(obj: Any) -> Any:
     """What a jitted step returning `obj` gives back (an unflatten), twice."""
     step = jax.jit(lambda o: o)
@@ -356,8 +362,9 @@ def test_keywords_children_and_vars_as_jax_gives_them():
     def scenario(P):
         p = P(a=jnp.ones(1), b=jnp.zeros(1), m=3)
         q = _rebuild(p)
-        children, aux = jax.tree_util.flatten_one_level(q)
-        keyed, _ = jax.tree_util.flatten_one_level_with_keys(q)
+        # Public from jax 0.7, in jax._src.tree_util before.
+        children, aux = _one_level("flatten_one_level")(q)
+        keyed, _ = _one_level("flatten_one_level_with_keys")(q)
         return (
             list(vars(q)),
             type(children).__name__,
@@ -566,3 +573,83 @@ def test_a_rebuild_inside_a_jaxtyped_function_binds_its_dimensions(typecheck):
     plain, ours = _both(factory, scenario)
     assert ours == plain
     assert plain[0][0] == "raised"
+
+
+# --- code on top of an unflatten's stack that the unflatten did not call -------------
+
+
+def test_code_that_interrupts_an_unflatten_is_checked(typecheck):
+    # A signal handler, a finalizer, a `gc` callback, a profile or audit hook runs
+    # on top of whatever frame it interrupts: here, a `gc` callback fired while the
+    # class's own unflatten runs. Its constructions are the user's, checked as
+    # without us; the rebuild itself is not.
+    import gc
+
+    def factory():
+        class Node:
+            @jaxtyped(typechecker=typecheck)
+            def __init__(self, x: Float[Array, " n"]):
+                self.x = x
+
+        built = []
+
+        def on_gc(phase, info):
+            if phase == "start" and built == []:
+                built.append(_outcome(lambda: Node("not an array")))  # type: ignore[arg-type]
+
+        def unflatten(aux, children):
+            gc.collect()  # fires the callback, on top of this frame
+            return Node(*children)
+
+        jax.tree_util.register_pytree_node(Node, lambda n: ((n.x,), None), unflatten)
+        Node.built, Node.on_gc = built, on_gc  # type: ignore[attr-defined]
+        return Node
+
+    def scenario(Node):
+        n = Node(jnp.ones(2))
+        gc.callbacks.append(Node.on_gc)
+        try:
+            out = jax.tree.map(lambda v: v, n)
+        finally:
+            gc.callbacks.remove(Node.on_gc)
+        return Node.built, out.x.shape
+
+    plain, ours = _both(factory, scenario)
+    assert ours == plain == ([("raised", "TypeCheckError")], (2,))
+
+
+def test_a_metaclass_call_is_a_constructor_of_its_own(typecheck):
+    # A metaclass's `__call__` runs between the unflatten and `__init__`, and may
+    # build other instances there: every construction it makes is checked, and
+    # `unadapted()` says so.
+    def factory():
+        spare = []
+
+        class Meta(type):
+            def __call__(cls, *args, **kwargs):
+                obj = super().__call__(*args, **kwargs)
+                if not spare:
+                    spare.append(_outcome(lambda: type.__call__(cls, "spare", "s")))
+                return obj
+
+        @jaxtyped(typechecker=typecheck)
+        @struct.dataclass
+        class M(metaclass=Meta):
+            x: Float[Array, " n"]
+            tag: str = struct.field(pytree_node=False)
+
+        M.spare = spare  # type: ignore[attr-defined]
+        return M
+
+    def scenario(M):
+        m = M(jnp.ones(2), "t")
+        M.spare.clear()
+        out = jax.tree.map(lambda v: v, m)
+        listed = [r.reason for r in typecheck_guard.unadapted() if r.cls is M]
+        return M.spare, out.tag, listed
+
+    plain, ours = _both(factory, scenario)
+    assert plain[:2] == ours[:2] == ([("raised", "TypeCheckError")], "t")
+    [reason] = ours[2]
+    assert reason.startswith("its metaclass ")
+    assert ".Meta defines __call__, which runs between JAX's unflatten" in reason

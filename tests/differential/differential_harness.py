@@ -414,22 +414,26 @@ def _observe(fn: Any) -> Any:
         return ["raised", f"{type(e).__module__}.{type(e).__qualname__}"]
 
 
+def one_level_function(name: str) -> Any:
+    """`jax.tree_util.flatten_one_level` (or `_with_keys`): public from jax 0.7, in
+    `jax._src.tree_util` before."""
+    import jax
+    import jax._src.tree_util
+
+    return getattr(jax.tree_util, name, None) or getattr(jax._src.tree_util, name)
+
+
 def _one_level(value: Any, with_keys: bool) -> Any:
     """What `jax.tree_util.flatten_one_level(value)` (or its `_with_keys` form)
     returns: the children's container type, each child, and the auxiliary data."""
-    import jax
-
     if with_keys:
-        fn = getattr(jax.tree_util, "flatten_one_level_with_keys", None)
-        if fn is None:
-            return "<no flatten_one_level_with_keys>"
-        children, aux = fn(value)
+        children, aux = one_level_function("flatten_one_level_with_keys")(value)
         described = [
             [scrub(repr(k)), _describe(v, 6)]
             for k, v in children  # (key, child) pairs
         ]
     else:
-        children, aux = jax.tree_util.flatten_one_level(value)
+        children, aux = one_level_function("flatten_one_level")(value)
         described = [_describe(v, 6) for v in children]
     return [type(children).__qualname__, described, _describe(aux, 6)]
 
@@ -750,6 +754,7 @@ __all__ = [
     "jax_version",
     "jit",
     "note",
+    "one_level_function",
     "phase",
     "require",
     "run_standalone",

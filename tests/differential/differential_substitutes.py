@@ -854,7 +854,7 @@ def main():
 REBUILD
     with phase("tree"):
         for key in ("map", "unflatten", "step"):
-            children, aux = jax.tree_util.flatten_one_level(out[key])
+            children, aux = one_level_function("flatten_one_level")(out[key])
             out[key + ".children"] = type(children).__name__
             out[key + ".aux"] = aux
             out[key + ".assign"] = attempt(

@@ -544,3 +544,31 @@ def test_a_block_in_a_suspended_generator_does_not_cover_its_caller(typecheck):
     next(items)
     items.close()
     assert _state.get() is None
+
+
+def test_a_context_copied_in_a_block_is_not_covered_after_its_exit(typecheck):
+    # A task created in a block, or a context copied in it, holds the block after
+    # the `with` statement ended; code run in it afterwards, from the very function
+    # that opened the block, is not in the block.
+    Early = make_early(typecheck)
+    state = Early(jnp.ones(2), jnp.ones(2))
+
+    def to_ints():
+        return jax.tree.map(lambda v: v.astype(jnp.int32), state)
+
+    async def later():
+        return to_ints()
+
+    loop = asyncio.new_event_loop()
+    try:
+        with typecheck_guard.unflatten_safe():
+            copied = contextvars.copy_context()
+            task = loop.create_task(later())
+            assert copied.run(lambda: _state.get()) is not None
+        with pytest.raises(typecheck.errors):
+            copied.run(to_ints)
+        with pytest.raises(typecheck.errors):
+            loop.run_until_complete(task)
+    finally:
+        loop.close()
+    assert _state.get() is None

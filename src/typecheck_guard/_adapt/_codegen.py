@@ -17,7 +17,7 @@ import linecache
 import types
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 __all__ = ["GeneratedFunctions", "Restore", "generate_dataclass_functions"]
 
@@ -216,7 +216,7 @@ def generate_dataclass_functions(
     namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _where=None)
     marked = _compile("marked_unflatten", cls, marked_src, dict(namespace))
     # It calls `cls(**fields)` itself: the hook's caller.
-    marked.__globals__["_where"] = _where(marked, 1)
+    marked.__globals__["_where"] = _where(marked, 1, frozenset())
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
@@ -276,21 +276,116 @@ def generate_marked_unflatten(
     while isinstance(inner, functools.partial):
         inner = inner.func
     inner = getattr(inner, "__func__", inner)
-    namespace["_where"] = _where(out, 1 if isinstance(inner, type) else 2)
+    namespace["_where"] = _where(
+        out, 1 if isinstance(inner, type) else 2, own_codes(call, cls)
+    )
     out.__wrapped__ = fn
     out.__typecheck_guard_plain__ = fn
     return out
 
 
-def _where(wrapper: Any, depth: int) -> tuple[Any, int, str]:
+def _where(
+    wrapper: Any, depth: int, codes: frozenset[Any]
+) -> tuple[Any, int, str, frozenset[Any]]:
     """Where the guards find `wrapper`'s frame above a hook (`_unflatten/_guards.py`,
-    row 1): its code, the depth, and a `__module__` that is a string object of its
-    own, which Python 3.12+ reads off a frame without making a frame object
-    (`sys._getframemodulename`). (Equal strings are not the same object: a
-    function of the user's with an equal `__module__` is not taken for ours.)"""
+    row 1): its code, the depth, a `__module__` that is a string object of its own,
+    which Python 3.12+ reads off a frame without making a frame object
+    (`sys._getframemodulename`), and `codes`, those of the registered unflatten's
+    own functions, the only frames allowed between the hook and `wrapper`. (Equal
+    strings are not the same object: a function of the user's with an equal
+    `__module__` is not taken for ours.)"""
     token = "".join([wrapper.__module__, ":", wrapper.__qualname__])
     wrapper.__module__ = token
-    return (wrapper.__code__, depth, token)
+    return (wrapper.__code__, depth, token, codes)
+
+
+def own_codes(fn: Any, cls: type | None = None) -> frozenset[Any]:
+    """The code objects of the Python functions the unflatten `fn` of `cls` is made
+    of, and of those it names, which its frames may call to build the instance:
+    `fn` itself (a function, the function of a bound method or `classmethod`, the
+    `__call__` of a callable object), what a `functools.partial` calls and what
+    `__wrapped__` names, the functions nested in its code, and the functions its
+    code names through its globals, its closure or attributes of `cls`, all the way
+    down (at most `_MAX_CODES`).
+
+    A frame running any other code between a constructor hook and our wrapper was
+    not called by the unflatten: a signal handler, a finalizer, a `gc` callback, a
+    profile or audit hook runs on top of whatever frame it interrupts, and a
+    metaclass's `__call__` is a constructor of its own (the unflatten calls the
+    class, not it). Their constructions are checked."""
+    codes: set[Any] = set()
+    seen: set[int] = set()
+    todo = [fn]
+    while todo and len(codes) < _MAX_CODES:
+        f = todo.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        if isinstance(f, functools.partial):
+            todo += [f.func, *(a for a in f.args if isinstance(a, _FUNCTIONS))]
+            continue
+        if isinstance(f, (classmethod, staticmethod)):
+            todo.append(f.__func__)
+            continue
+        f = getattr(f, "__func__", f)
+        if isinstance(f, type):
+            continue  # a class: calling it runs its constructor hooks
+        code = getattr(f, "__code__", None)
+        if isinstance(code, types.CodeType):
+            _named(f, code, cls, codes, todo)
+        elif callable(f) and not isinstance(f, types.BuiltinFunctionType):
+            todo.append(vars(type(f)).get("__call__") or type(f).__call__)
+        try:
+            todo.append(vars(f).get("__wrapped__"))
+        except TypeError:  # no `__dict__`
+            pass
+    return frozenset(codes)
+
+
+# Enough for an unflatten and its helpers; past it, a helper's constructions are
+# checked, as without us.
+_MAX_CODES: Final = 256
+
+
+def _named(
+    f: Any, code: types.CodeType, cls: type | None, codes: set[Any], todo: list[Any]
+) -> None:
+    """Add `code` and the codes nested in it; queue what it names."""
+    scope = getattr(f, "__globals__", {})
+    cells = getattr(f, "__closure__", None) or ()
+    nested = [code]
+    while nested:
+        c = nested.pop()
+        if c in codes or c.co_name in _CONSTRUCTORS:
+            continue  # a constructor hook's body builds an object of its own
+        codes.add(c)
+        nested += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        for name in c.co_names:
+            if isinstance(scope, dict) and isinstance(scope.get(name), _FUNCTIONS):
+                todo.append(scope[name])
+            for klass in getattr(cls, "__mro__", ()):
+                if isinstance(vars(klass).get(name), _FUNCTIONS):
+                    todo.append(vars(klass)[name])
+                    break
+    for cell in cells:
+        try:
+            content = cell.cell_contents
+        except ValueError:  # empty
+            continue
+        if isinstance(content, _FUNCTIONS):
+            todo.append(content)
+
+
+_CONSTRUCTORS: Final = frozenset(
+    {"__init__", "__new__", "__post_init__", "__setattr__"}
+)
+_FUNCTIONS: Final = (
+    types.FunctionType,
+    types.MethodType,
+    functools.partial,
+    classmethod,
+    staticmethod,
+)
 
 
 def without_check(fn: Any) -> tuple[Any, Any, Any]:

@@ -67,6 +67,12 @@ class UnadaptedClass(NamedTuple):
                 "put the typechecker outermost, above the other decorator (then "
                 "typecheck_guard can skip the check and still run the decorator)"
             )
+        if "its metaclass" in self.reason and "__call__" in self.reason:
+            return (
+                f"build {name} without a metaclass __call__ (do its work in "
+                "__post_init__, say): then typecheck_guard can skip exactly the "
+                "check of the rebuild"
+            )
         if self.reason.startswith(BEFORE_INSTALL):
             return (
                 "run your program with `typecheck-guard run` (tests with `pytest "
@@ -121,6 +127,8 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
     blocked = blocker(cls, hooks)
     if is_ours(cls):
         if blocked is None:
+            blocked = _metaclass_call(cls, checked)
+        if blocked is None:
             return None
         reason = blocked
     else:
@@ -137,6 +145,23 @@ def describe(cls: type, entry: Any = None) -> UnadaptedClass | None:
     checkers = tuple(dict.fromkeys(c for cs in checked.values() for c in cs))
     return UnadaptedClass(
         cls, registration_of(cls, entry), checkers, tuple(checked), reason
+    )
+
+
+METACLASS_CALL = "its metaclass {meta} defines __call__"
+
+
+def _metaclass_call(cls: type, checked: dict[str, tuple[str, ...]]) -> str | None:
+    """A class whose metaclass defines `__call__` is built through it: a frame of
+    the user's runs between the unflatten and `__init__`, and may build other
+    instances there, so the guards can't prove a construction is the rebuild's and
+    check it (`_unflatten/_guards.py`, row 1)."""
+    if "__init__" not in checked or type(cls).__call__ is type.__call__:
+        return None
+    return (
+        METACLASS_CALL.format(meta=type(cls).__qualname__)
+        + ", which runs between JAX's unflatten and __init__ and may build other "
+        "instances there: every construction it makes is checked"
     )
 
 

@@ -388,7 +388,7 @@ def _freeze_treedef(treedef: Any, by_value: bool) -> Any:
     elif node_type not in _NO_DATA:
         data = _freeze(data)
     children = [_freeze_treedef(c, by_value) for c in treedef.children()]
-    return _from_node_data(_registry, (node_type, data), children)
+    return _from_node_data(_registry, (node_type, data), children, treedef)
 
 
 def _freeze_part(part: Any) -> Any:

@@ -10,8 +10,10 @@
 - `jax._src.config.disable_jit`: whether `jax.disable_jit()` is in effect (its
   `.value`, ~50 ns).
 - `PyTreeDef.from_node_data_and_children` (jaxlib 0.4.36 spells it
-  `make_from_node_data_and_children`): a treedef from a node's type and data and its
-  children's treedefs, which the `PyTree` cache stores its keys with.
+  `make_from_node_data_and_children`; jaxlib 0.5-0.6 have neither, and there we
+  rebuild the node's pickled state, `PyTreeDef.__setstate__`): a treedef from a node's
+  type and data and its children's treedefs, which the `PyTree` cache stores its keys
+  with.
 - `PyTreeDef.__getstate__`, what pickling a treedef reads: every node's data (aux
   data, dict keys) in one C call, which the `PyTree` cache inspects on every lookup.
 """
@@ -125,16 +127,30 @@ def _treedef_builder() -> Any:
     from jax.tree_util import PyTreeDef
 
     build = getattr(PyTreeDef, "from_node_data_and_children", None)
-    if build is None:  # jaxlib 0.4.36 names it so
-        build = PyTreeDef.make_from_node_data_and_children
+    if build is None:  # jaxlib 0.4.36 names it so; 0.5 and 0.6 have neither
+        build = getattr(PyTreeDef, "make_from_node_data_and_children", None)
     return build
 
 
-def treedef_from_node_data(registry: Any, node_data: Any, children: Any) -> Any:
+def treedef_from_node_data(
+    registry: Any, node_data: Any, children: Any, like: Any
+) -> Any:
     """`PyTreeDef.from_node_data_and_children`: the treedef of a node of type
     `node_data[0]`, with the node data `node_data[1]` and `children` (treedefs), as
-    JAX's own `filter_statics_from_treedef` builds one."""
-    return _treedef_builder()(registry, node_data, children)
+    JAX's own `filter_statics_from_treedef` builds one. `like` is a treedef whose top
+    node has that type and arity (another node data): where jaxlib has no builder,
+    its pickled state, `(registry, [(kind, arity, node data, custom type,
+    num_leaves, num_nodes), ...])` in post-order, is put together from the
+    children's and the top entry of `like`'s with the node data replaced."""
+    build = _treedef_builder()
+    if build is not None:
+        return build(registry, node_data, children)
+    entries = [entry for child in children for entry in child.__getstate__()[1]]
+    top = list(like.__getstate__()[1][-1])
+    top[2] = node_data[1]
+    treedef = type(like).__new__(type(like))
+    treedef.__setstate__((registry, [*entries, tuple(top)]))
+    return treedef
 
 
 def _walk_node_data(treedef: Any) -> list[Any]:

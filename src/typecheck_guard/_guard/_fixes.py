@@ -54,12 +54,42 @@ def _line(made_at: str) -> str:
         return ""
 
 
+def _decorator_above(made_at: str) -> tuple[str, str]:
+    """The line of the jit decorator above the `def` at `made_at`: Python 3.10 reports
+    a decorator's call on the line of the `def` it decorates (3.11+ on its own line).
+    The decorator nearest the `def` that names a transform and its place, else
+    `("", made_at)`."""
+    path, _, number = made_at.rpartition(":")
+    try:
+        at = int(number)
+    except ValueError:
+        return "", made_at
+    found = "", made_at
+    above = at - 1
+    while above > 0:
+        line = linecache.getline(path, above).strip()
+        if not line.startswith("@"):
+            break
+        if (
+            not found[0]
+            and _balanced(line)
+            and any(word in line for word in ("jit", "pmap"))
+        ):
+            found = line, f"{path}:{above}"
+        above -= 1
+    return found
+
+
 def unflatten_safe_fix(jitted: str, made_at: str | None) -> str:
     """How to wrap the jitted object described as `jitted` (`jax.jit(mod.step)`),
     made at `made_at` (`train.py:12`, or `None` if we did not see it made), in
     `typecheck_guard.unflatten_safe`: one line of code, or a sentence."""
     if made_at:
         line = _line(made_at)
+        if line.startswith(("def ", "async def ")):
+            decorator, where = _decorator_above(made_at)
+            if decorator:
+                line, made_at = decorator, where
         if line.startswith("@") and _balanced(line):
             return f"put @typecheck_guard.unflatten_safe above {line} ({made_at})"
         match = _ASSIGNMENT.match(_code(line))

@@ -207,22 +207,31 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         kind = type(self)
         # Row 1: JAX's registry is running `install()`'s unflatten of exactly
         # `type(self)`, and this hook is called from that unflatten's own code.
-        # `where` is `(code, depth, token)`: the code of our wrapper, how far up its
-        # frame is when the class's own unflatten calls the hook itself (the fast
-        # case), and the wrapper's `__module__`, a string object of its own, which
-        # Python 3.12+ reads off that frame without making a frame object;
-        # otherwise we walk up to it, and a constructor hook on the way makes this
-        # a construction nested in another one: no row 1.
+        # `where` is `(code, depth, token, codes)`: the code of our wrapper, how far
+        # up its frame is when the class's own unflatten calls the hook itself (the
+        # fast case), the wrapper's `__module__`, a string object of its own, which
+        # Python 3.12+ reads off that frame without making a frame object, and the
+        # codes of the registered unflatten's own functions; otherwise we walk up
+        # to it, and a frame of any other code on the way (a helper, a metaclass's
+        # `__call__`, a signal handler) means no row 1.
         where = plan.where if kind is plan.owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
-                if modulename is not None:
-                    ours = modulename(where[1]) is where[2]
-                else:
-                    ours = getframe(where[1]).f_code is where[0]
-            except ValueError:  # the stack is not that deep: no unflatten
+                if where[1] == 1:  # our wrapper calls the class itself
+                    if modulename is not None:
+                        ours = modulename(1) is where[2]
+                    else:
+                        ours = getframe(1).f_code is where[0]
+                else:  # the registered function calls it, called by our wrapper
+                    caller = getframe(1)
+                    ours = caller.f_code in where[3] and (
+                        modulename(2) is where[2]
+                        if modulename is not None
+                        else caller.f_back.f_code is where[0]
+                    )
+            except (ValueError, AttributeError):  # not that deep: no unflatten
                 ours = False
-            if ours or from_unflatten(getframe(1), where[0]):
+            if ours or from_unflatten(getframe(1), where):
                 if not plan.track:
                     return unchecked(*args, **kwargs) if kwargs else unchecked(*args)
                 state = marks.state
@@ -241,24 +250,28 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
-def _where_of(cls: type) -> tuple[Any, int, str] | None:
+def _where_of(cls: type) -> tuple[Any, int, str, frozenset[Any]] | None:
     # A module-level function, not a closure over the weak dictionary: a guard's
     # closure holds only what pickles (cloudpickle sends a class defined in
     # `__main__` by value, guards included).
     return _wheres.get(cls)
 
 
-def _from_unflatten(frame: Any, wrapper: Any) -> bool:
-    """Whether `frame` runs the code of the unflatten whose wrapper's code is
-    `wrapper`: `wrapper`'s frame is at most `_DEPTH` frames above it, with no
-    constructor hook (and none of our own checks) in between."""
+def _from_unflatten(frame: Any, where: tuple[Any, int, str, frozenset[Any]]) -> bool:
+    """Whether `frame` runs the code of the unflatten whose wrapper is `where[0]`:
+    `wrapper`'s frame is at most `_DEPTH` frames above it, and every frame in
+    between runs the registered unflatten's own code (`where[3]`). A frame of any
+    other code in between was not called by that unflatten (a signal handler or a
+    finalizer runs on top of the frame it interrupts), or is a constructor of its
+    own (a metaclass's `__call__`, an `__init__`): its constructions are checked."""
+    wrapper, _, _, codes = where
     for _ in range(_DEPTH):
         if frame is None:
             return False
         code = frame.f_code
         if code is wrapper:
             return True
-        if code.co_name in _HOOK_NAMES or code in _BARRIERS:
+        if code not in codes or code.co_name in _HOOK_NAMES or code in _BARRIERS:
             return False
         frame = frame.f_back
     return False
@@ -281,11 +294,12 @@ def unflattening(frame: Any) -> type | None:
     return None
 
 
-def register_wrapper(cls: type, where: tuple[Any, int, str]) -> None:
-    """`where = (code, depth, token)`: the code of the wrapper `install()`
+def register_wrapper(cls: type, where: tuple[Any, int, str, frozenset[Any]]) -> None:
+    """`where = (code, depth, token, codes)`: the code of the wrapper `install()`
     registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
-    calls that hook directly, and the wrapper's `__module__` (a string object of its
-    own). Row 1 of `cls`'s guards looks for that frame."""
+    calls that hook directly, the wrapper's `__module__` (a string object of its
+    own), and the codes of the registered unflatten's own functions. Row 1 of
+    `cls`'s guards looks for that frame, with only those codes in between."""
     with lock:
         _wheres[cls] = where
         _wrapper_classes[where[0]] = cls
@@ -315,7 +329,9 @@ _BARRIERS: set[Any] = set()
 # class -> `(code, depth)` of the wrapper `install()` registered for it, and that
 # code -> the class. Weak: JAX's registry keeps the class alive, not we; the
 # wrapper's code lives as long as the class's registry entry.
-_wheres: weakref.WeakKeyDictionary[type, tuple[Any, int]] = weakref.WeakKeyDictionary()
+_wheres: weakref.WeakKeyDictionary[type, tuple[Any, int, str, frozenset[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 _wrapper_classes: weakref.WeakValueDictionary[Any, type] = weakref.WeakValueDictionary()
 
 

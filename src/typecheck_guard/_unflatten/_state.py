@@ -30,7 +30,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 __all__ = [
     "BUILDING",
@@ -69,13 +69,22 @@ class _Dispatch(threading.local):
 dispatch = _Dispatch()
 
 
-class Block(NamedTuple):
-    parent: Block | None
-    frame: FrameType
-    """The frame whose code the block covers (a `with` statement's, or our
-    wrapper's): a context variable set in a generator's body stays set in its
-    caller while the generator is suspended, and the caller's code is not in the
-    block. `inside` asks whether this frame is on the stack."""
+class Block:
+    """One `unflatten_safe` block, from its entry to its exit."""
+
+    __slots__ = ("frame", "open", "parent")
+
+    def __init__(self, parent: Block | None, frame: FrameType):
+        self.parent = parent
+        self.frame = frame
+        """The frame whose code the block covers (a `with` statement's, or our
+        wrapper's): a context variable set in a generator's body stays set in its
+        caller while the generator is suspended, and the caller's code is not in
+        the block. `inside` asks whether this frame is on the stack."""
+        self.open = True
+        """False once the block is exited: a context copied inside it (a task
+        created in it, `contextvars.copy_context()`) still holds it, and code run
+        in that context after the exit is not in the block."""
 
 
 block: contextvars.ContextVar[Block | None] = contextvars.ContextVar(
@@ -95,7 +104,8 @@ def inside(current: Block, frame: FrameType | None) -> bool:
     frames = set()
     b: Block | None = current
     while b is not None:
-        frames.add(id(b.frame))
+        if b.open:
+            frames.add(id(b.frame))
         b = b.parent
     while frame is not None:
         if id(frame) in frames:
@@ -106,6 +116,8 @@ def inside(current: Block, frame: FrameType | None) -> bool:
 
 def exit() -> None:
     current = block.get()
+    if current is not None:
+        current.open = False
     block.set(None if current is None else current.parent)
 
 
