@@ -1008,3 +1008,56 @@ def test_a_failed_check_that_stops_the_program_says_so():
         "this check failed and the program stopped here (its error ended the run); "
     )
     assert "swallowed" not in text and "compiles" not in text
+
+
+def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
+    # On Python 3.11 the profile times a jaxtyped function's body through what
+    # jaxtyping's closure calls, and binds its arguments through an equal signature
+    # (`_profile/_engine.py`). What a program can reach of them meanwhile pickles
+    # as what they replace (cloudpickle pickles a local or `__main__` function's
+    # closure by value), they keep nothing alive, and they are gone once it stops.
+    import gc
+    import inspect
+    import pickle
+    import weakref
+
+    import cloudpickle
+
+    def make():
+        @jaxtyped(typechecker=beartype)
+        def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
+            return 2 * x
+
+        return scale
+
+    def closure(fn):
+        return {
+            name: cell.cell_contents
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+        }
+
+    scale = make()
+    impl = closure(scale)["wrapped_fn_impl"]
+    body, signature = scale.__wrapped__, closure(impl)["param_signature"]
+    with typecheck_guard.profile() as prof:
+        scale(jnp.ones(2))
+        during = closure(impl)
+        pickled = cloudpickle.dumps(impl)
+    assert [s.count for s in prof.sites] == [1]
+    if sys.version_info < (3, 12):
+        assert type(during["fn"]).__name__ == "_Body"  # ours, while it ran
+    assert during["param_signature"] == signature
+    assert b"typecheck_guard" not in pickled
+    restored = closure(pickle.loads(pickled))
+    assert type(restored["fn"]) is type(body)
+    assert type(restored["param_signature"]) is inspect.Signature
+    after = closure(impl)
+    assert after["fn"] is body and after["param_signature"] is signature
+    del scale, impl, body, during, after, restored
+    with typecheck_guard.profile():  # a profile that runs on holds nothing either
+        scale = make()
+        scale(jnp.ones(2))
+        dropped = (weakref.ref(scale), weakref.ref(scale.__wrapped__))
+        del scale
+        gc.collect()
+        assert [ref() for ref in dropped] == [None, None]

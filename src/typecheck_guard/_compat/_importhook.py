@@ -1,11 +1,20 @@
 """Patching a module right after it is imported, when it was not imported yet.
 
 A meta-path finder in the design of typeguard's `_importhook.py`: for the module
-names it watches, it asks the finders after it for the real spec and wraps that
-spec's loader so that `on_import(module)` runs right after the module's code. A
+names it watches, it asks the finders after it for the real spec, and makes that
+spec's loader call `on_import(module)` right after the module's code ran. A
 post-import patch of a module that is already imported needs no finder: callers
 patch `sys.modules[name]` directly. Used by the chex adapter and by the runtime
-guard (equinox, flax.nnx).
+guard (jax, the checkers, equinox, flax.nnx).
+
+The imported module must look as it does without us: its `__loader__` and
+`__spec__.loader` are the real loader (a program, or `importlib.util.find_spec`,
+may read them: `pkgutil.get_data`, `importlib.resources`). So we don't wrap the
+loader in one of ours: we give the real loader object an `exec_module` of its own
+for this one import, which puts the loader's own back before the module runs. Only
+a loader that can't take an attribute (a class used as its own loader, say) is
+wrapped, and its module's `__loader__` and `__spec__.loader` are set back to it
+once the module ran.
 """
 
 from __future__ import annotations
@@ -20,7 +29,9 @@ __all__ = ["after_import"]
 
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader, on_import: Callable[[Any], None]):
+    """The fallback: a loader that can't take an attribute, wrapped."""
+
+    def __init__(self, inner: Any, on_import: Callable[[Any], None]):
         self._inner = inner
         self._on_import = on_import
 
@@ -28,8 +39,38 @@ class _Loader(importlib.abc.Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module):  # type: ignore[no-untyped-def]
+        # The module sees its real loader, as it would without us.
+        module.__loader__ = self._inner
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._inner
         self._inner.exec_module(module)
         self._on_import(module)
+
+
+def _hook(spec: Any, on_import: Callable[[Any], None]) -> None:
+    """Make `spec.loader` call `on_import(module)` once `spec.name` has run."""
+    loader, name = spec.loader, spec.name
+    own = getattr(loader, "__dict__", None)
+    if not isinstance(own, dict) or isinstance(loader, type):
+        spec.loader = _Loader(loader, on_import)
+        return
+    had = "exec_module" in own
+    previous = own.get("exec_module")
+    original = loader.exec_module
+
+    def exec_module(module: Any) -> None:
+        # Put back what we replaced first: the module, and the imports it makes
+        # through the same loader, see the loader as it was.
+        if loader.__dict__.get("exec_module") is exec_module:
+            if had:
+                loader.exec_module = previous
+            else:
+                del loader.exec_module
+        original(module)
+        if getattr(module, "__name__", None) == name:
+            on_import(module)
+
+    loader.exec_module = exec_module
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -40,13 +81,13 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
         if fullname not in self._names:
             return None
-        # Ask the finders after us, then wrap the loader they found.
+        # Ask the finders after us, then hook the loader they found.
         index = sys.meta_path.index(self) if self in sys.meta_path else -1
         for finder in sys.meta_path[index + 1 :]:
             find = getattr(finder, "find_spec", None)
             spec = find(fullname, path, target) if find else None
             if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader, self._on_import)
+                _hook(spec, self._on_import)
                 return spec
         return None
 

@@ -248,8 +248,9 @@ def import_hook_of(module: str | None) -> str | None:
 
 # What a check in a host callback checked, by the function jaxtyping checks (the
 # same every run): jaxtyping's new-style checks only, whose description depends on
-# that function alone.
-_in_callbacks: weakref.WeakKeyDictionary[Any, _detect.Described] = (
+# that function alone. The description is kept without the function (its `body`),
+# which is the key: a value that held its key would keep it alive.
+_in_callbacks: weakref.WeakKeyDictionary[Any, tuple[_detect.Described, bool]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -265,13 +266,18 @@ def _described_in_callback(frame: FrameType, kind: int) -> _detect.Described | N
     if _detect._jaxtyping_switched_off(local):
         return None
     try:
-        return _in_callbacks[fn]
+        described, has_body = _in_callbacks[fn]
     except (KeyError, TypeError):
         pass
+    else:
+        return described._replace(body=fn) if has_body else described
     described = _detect.describe(frame, kind)
     if described is not None:
         try:
-            _in_callbacks[fn] = described._replace(frame_locals={})
+            _in_callbacks[fn] = (
+                described._replace(frame_locals={}, body=None),
+                described.body is fn,
+            )
         except TypeError:
             pass
     return described

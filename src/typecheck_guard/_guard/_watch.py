@@ -13,6 +13,7 @@ import contextvars
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -226,7 +227,7 @@ def watch(
 ) -> Any:
     """Call `jitted` (a `_jitwrap.Jitted`) and report the checks that ran in it."""
     __tracebackhide__ = True
-    call = jitted.__wrapped__
+    call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
     if (
         not (_sinks or _level.get() != "allow")  # nothing listens
@@ -393,22 +394,28 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
-# `(primitive, callback)` -> (callback, its name, where it is defined): a callback
-# runs often (a progress meter), and the same one each time.
+# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
+# it is defined): a callback runs often (a progress meter), and the same one each
+# time. Weakly: a callback the program drops (and what it closes over) is not kept
+# alive by us.
 _callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
 
 
 def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
     key = (primitive, id(callback))
     known = _callback_names.get(key)
-    if known is not None and known[0] is callback:
+    if known is not None and known[0]() is callback:
         return known[1], known[2]
     fn = _detect.callback_function(callback)
     name = f"{primitive}({_detect.qualified(fn)})"
     where = _detect.defined_at(fn)
+    try:
+        ref = weakref.ref(callback)
+    except TypeError:
+        return name, where
     if len(_callback_names) >= 10_000:
         _callback_names.clear()
-    _callback_names[key] = (callback, name, where)
+    _callback_names[key] = (ref, name, where)
     return name, where
 
 

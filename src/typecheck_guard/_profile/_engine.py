@@ -42,8 +42,9 @@ pytest option), each with its own totals.
 from __future__ import annotations
 
 import atexit
-import functools as ft
+import contextlib
 import inspect
+import operator
 import os
 import sys
 import threading
@@ -51,6 +52,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import Any
 
+from .._compat._importhook import after_import
 from .._guard import _detect, _situation
 from .._guard._monitoring import Monitor
 from .._guard._track import Open, Tracker, import_hook_of, raised
@@ -75,8 +77,7 @@ _disabled: set[int] = set()
 
 def _prepare() -> None:
     global _checker_dirs
-    if not _detect._known:  # the guard has not prepared them yet
-        _detect.prepare()
+    # (The guard, switched on first, reads each checker's code as it is imported.)
     _checker_dirs = _situation._package_dirs(("jaxtyping", "beartype", "typeguard"))
     _clear_kinds()
     _disabled.clear()
@@ -119,7 +120,7 @@ def _may_be_unseen_rebuild(cls: type | None) -> bool:
     own `register_dataclass` nodes (flax.struct included) are rebuilt in C++ by
     calling the class; every other registration calls a Python unflatten function,
     which we see. A class `install()` adapted runs no check when rebuilt."""
-    if cls is None:
+    if cls is None or "jax" not in sys.modules:
         return False
     try:
         from .._compat._jax import registry
@@ -156,14 +157,14 @@ def _watch_body(code: CodeType) -> None:
 # (`_popped`). The checked function's body must run watched: it can make checks of
 # its own, and its time is not the check's. jaxtyping calls it as `fn(*args,
 # **kwargs)`, `fn` a variable of the closure of `wrapped_fn_impl`: the first time we
-# see a function checked, we put `_body(fn)` in that closure cell, which switches the
+# see a function checked, we put `_Body(fn)` in that closure cell, which switches the
 # profile function on for the body and off after it, and times it. (`wrapped_fn`,
-# which shares the cell, calls the same `_body(fn)` when checks are switched off: it
+# which shares the cell, calls the same `_Body(fn)` when checks are switched off: it
 # then only calls `fn`.) And since the profile function is off from the start of the
 # check, an argument-binding error, raised before `wrapped_fn`'s `try`, would never
 # reach `pop_shape_memo`: we replace the closure's `param_signature` with an equal
 # signature whose `bind` ends the check when it raises. Every cell we change is put
-# back when the engine stops. `sys.monitoring` (3.12+) needs none of this: it only
+# back when the engine stops, and none keeps a function alive meanwhile. `sys.monitoring` (3.12+) needs none of this: it only
 # calls us for checker code and bodies.
 #
 # We rejected cheaper-looking alternatives: a profile function that only looks for
@@ -172,8 +173,9 @@ def _watch_body(code: CodeType) -> None:
 # cleverness; and wrapping the user's function in place would change what they hold.
 
 _original_pop: Any = None
-_patched_cells: list[tuple[Any, Any]] = []
-_MAX_PATCHED = 100_000
+# The `wrapped_fn_impl` closures whose cells hold our body hook and signature, by
+# weak reference: a checked function the program drops is not kept alive by us.
+_patched: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
 
 
@@ -193,11 +195,37 @@ def _popped() -> None:
             sys.setprofile(state.event)
 
 
-def _make_body(fn: Any) -> Any:
-    @ft.wraps(fn)
-    def body(*args: Any, **kwargs: Any) -> Any:
+class _Body:
+    """What we put in jaxtyping's `fn` cell: calls the checked function with the
+    arguments as received, with the profile function on and its time apart (see
+    above). To everything else it is the function: its attributes, its
+    `inspect.signature` (through `__wrapped__`), and what a pickler writes for it
+    (cloudpickle pickles a `__main__` function's closure by value): the function,
+    behind a standard library callable that returns it."""
+
+    __slots__ = ("__typecheck_guard_body__", "__dict__", "__weakref__")
+
+    def __init__(self, fn: Any):
+        self.__typecheck_guard_body__ = fn
+        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(self, name, getattr(fn, name))
+            except AttributeError:
+                pass
+        self.__wrapped__ = fn
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__typecheck_guard_body__":  # not set yet (copy, unpickling)
+            raise AttributeError(name)
+        return getattr(self.__typecheck_guard_body__, name)
+
+    def __reduce__(self) -> Any:
+        return (operator.itemgetter(0), ((self.__typecheck_guard_body__,),))
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         now = _detect._clock()  # first: what follows is not the check's time
+        fn = self.__typecheck_guard_body__
         state = getattr(_local, "state", None)
         top = state._stack[-1] if state is not None and state._stack else None
         if (
@@ -207,7 +235,7 @@ def _make_body(fn: Any) -> Any:
             or top.data.function is not fn
         ):
             return fn(*args, **kwargs)
-        state.pause(top, body)  # type: ignore[union-attr]
+        state.pause(top, self)  # type: ignore[union-attr]
         top.paused_at = now
         if _on:
             sys.setprofile(state.event)  # type: ignore[union-attr]
@@ -221,15 +249,13 @@ def _make_body(fn: Any) -> Any:
         state.resume(top, False)  # type: ignore[union-attr]
         return out
 
-    body.__typecheck_guard_body__ = fn  # type: ignore[attr-defined]
-    return body
-
 
 class _Signature(inspect.Signature):
     """jaxtyping's `param_signature`, whose `bind` ends the fast-path check when it
-    raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`)."""
+    raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`).
+    Equal to it, and pickled as it."""
 
-    __slots__ = ()
+    __slots__ = ("_typecheck_guard_original",)
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -246,11 +272,15 @@ class _Signature(inspect.Signature):
                     sys.setprofile(state.event)  # type: ignore[union-attr]
             raise
 
+    def __reduce__(self) -> Any:
+        return self._typecheck_guard_original.__reduce__()
+
 
 def _quiet_signature(signature: inspect.Signature) -> _Signature:
     quiet = object.__new__(_Signature)
     for slot in ("_parameters", "_return_annotation"):
         object.__setattr__(quiet, slot, getattr(signature, slot))
+    object.__setattr__(quiet, "_typecheck_guard_original", signature)
     return quiet
 
 
@@ -259,16 +289,13 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
     locals, ready for the fast path (its body hook and exception-safe binding);
     `False` if we can't."""
     fn = local.get("fn")
-    if getattr(fn, "__typecheck_guard_body__", None) is not None:
+    if isinstance(fn, _Body):
         return True
     caller = frame.f_back
-    if (
-        caller is not None and caller.f_code.co_name == "_check_dataclass_annotations"
-    ) or len(_patched_cells) >= _MAX_PATCHED:
+    if caller is not None and caller.f_code.co_name == "_check_dataclass_annotations":
         # jaxtyping < 0.3 checks a dataclass through a function it makes for each
-        # construction, and a program may decorate functions without end: patching
-        # each would keep every one alive until we stop. Those are watched the slow
-        # way.
+        # construction: patching each would cost more than it saves. Those are
+        # watched the slow way.
         return False
     impl = local.get("wrapped_fn_impl")
     if _original_pop is None or impl is None or fn is None:
@@ -282,15 +309,14 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
             current, signature = fn_cell.cell_contents, signature_cell.cell_contents
         except ValueError:
             return False
-        if getattr(current, "__typecheck_guard_body__", None) is not None:
+        if isinstance(current, _Body):
             return True
         if current is not fn or type(signature) is not inspect.Signature:
             return False
-        body, quiet = _make_body(fn), _quiet_signature(signature)
-        _patched_cells.append((fn_cell, fn))
+        body, quiet = _Body(fn), _quiet_signature(signature)
         fn_cell.cell_contents = body
-        _patched_cells.append((signature_cell, signature))
         signature_cell.cell_contents = quiet
+        _patched.add(impl)
     # We run inside the profile function of the call of `wrapped_fn` whose locals
     # these are, and on its way out CPython writes that frame's `f_locals` back
     # into its variables, cells included (`PyFrame_LocalsToFast`): the new values
@@ -302,9 +328,16 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
 
 def _unpatch_cells() -> None:
     with _cells_lock:
-        while _patched_cells:
-            cell, original = _patched_cells.pop()
-            cell.cell_contents = original
+        for impl in list(_patched):
+            cells = _detect._cells(impl)
+            fn_cell, signature_cell = cells.get("fn"), cells.get("param_signature")
+            body = fn_cell.cell_contents if fn_cell is not None else None
+            if isinstance(body, _Body):
+                fn_cell.cell_contents = body.__typecheck_guard_body__  # pyright: ignore[reportOptionalMemberAccess]
+            quiet = signature_cell.cell_contents if signature_cell is not None else None
+            if isinstance(quiet, _Signature):
+                signature_cell.cell_contents = quiet._typecheck_guard_original  # pyright: ignore[reportOptionalMemberAccess]
+        _patched.clear()
 
 
 def _patch_pop() -> bool:
@@ -353,22 +386,22 @@ _original_check: Any = None
 def _quiet_check(cls: Any, obj: Any, pytree_memo: Any) -> Any:
     profile = sys.getprofile()
     if not isinstance(getattr(profile, "__self__", None), _Thread):
-        return _original_check(cls, obj, pytree_memo)
+        return _original_check[1](cls, obj, pytree_memo)
     sys.setprofile(None)
     try:
-        return _original_check(cls, obj, pytree_memo)
+        return _original_check[1](cls, obj, pytree_memo)
     finally:
         sys.setprofile(profile)
 
 
 def _patch_check() -> None:
     global _original_check
-    owner = _detect._instancecheck_owners[0] if _detect._instancecheck_owners else None
+    owner = _detect._pytree_meta
     original = vars(owner).get("_check") if owner is not None else None
     code = getattr(original, "__code__", None)
     if code is None or code.co_varnames[:3] != ("cls", "obj", "pytree_memo"):
         return
-    _original_check = original
+    _original_check = (owner, original)
     owner._check = _quiet_check  # pyright: ignore[reportOptionalMemberAccess]
 
 
@@ -376,10 +409,44 @@ def _unpatch_check() -> None:
     global _original_check
     if _original_check is None:
         return
-    owner = _detect._instancecheck_owners[0]
+    owner, original = _original_check
     if vars(owner).get("_check") is _quiet_check:
-        owner._check = _original_check  # pyright: ignore[reportAttributeAccessIssue]
+        owner._check = original
     _original_check = None
+
+
+# jaxtyping is patched when it is imported, not by us (`_guard/_jitwrap.py`): a
+# program may set `JAXTYPING_DISABLE` before it imports jaxtyping.
+_hooks: contextlib.ExitStack | None = None
+
+
+def _patch_jaxtyping() -> None:
+    global _hooks
+    patches = {"jaxtyping": _patch_pop, "jaxtyping._pytree_type": _patch_check}
+    later = set()
+    for name, patch in patches.items():
+        module = sys.modules.get(name)
+        if module is not None and not getattr(module.__spec__, "_initializing", False):
+            patch()
+        else:
+            later.add(name)
+    if later:
+
+        def on_import(module: Any) -> None:
+            if _on:
+                patches[module.__name__]()
+
+        _hooks = contextlib.ExitStack()
+        after_import(later, on_import, _hooks)
+
+
+def _unpatch_jaxtyping() -> None:
+    global _hooks
+    if _hooks is not None:
+        _hooks.close()
+        _hooks = None
+    _unpatch_pop()
+    _unpatch_check()
 
 
 # --- per-thread watching -----------------------------------------------------------
@@ -660,9 +727,8 @@ def attach(recorder: Totals, *, before_program: bool = False) -> None:
                 _sees_every_jit = _jitwrap.sees_every_jit()
                 _prepare()
                 if not _start_monitoring():
-                    _patch_pop()
-                    _patch_check()
                     _on = True
+                    _patch_jaxtyping()
                     threading.setprofile(_bootstrap)
                     sys.setprofile(_state().event)
             except BaseException:
@@ -685,8 +751,7 @@ def detach(recorder: Totals) -> None:
             _stop_monitoring()
         else:
             _on = False
-            _unpatch_pop()
-            _unpatch_check()
+            _unpatch_jaxtyping()
             _unpatch_cells()
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]
             if isinstance(getattr(sys.getprofile(), "__self__", None), _Thread):
