@@ -8,6 +8,8 @@ import threading
 import warnings
 from collections.abc import Callable
 
+from ._errors import UnadaptedClassesWarning
+
 __all__ = [
     "install",
     "installed",
@@ -15,10 +17,6 @@ __all__ = [
     "PartsDisabledWarning",
     "UnadaptedClassesWarning",
 ]
-
-
-class UnadaptedClassesWarning(UserWarning):
-    """`install()` found registered classes that still run a typecheck on unflatten."""
 
 
 class PartsDisabledWarning(UserWarning):

@@ -25,7 +25,7 @@ from jax.experimental import io_callback
 from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
 
 import typecheck_guard
-from helpers import make_chex
+from helpers import make_chex, passthrough
 from typecheck_guard._guard import _detect, _jitwrap, _watch
 from typecheck_guard._guard._watch import _level
 
@@ -104,6 +104,43 @@ def _line_of(snippet: str) -> int:
             if snippet in line and "_line_of" not in line:
                 return number
     raise AssertionError(snippet)
+
+
+@allow_checks
+def test_a_check_no_fix_of_ours_can_skip_says_so(typecheck):
+    # A decorator that is not a checker above the check: neither install() nor
+    # unflatten_safe can skip it, and the error says what can.
+    @jax.tree_util.register_pytree_node_class
+    class Logged:
+        @passthrough
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    step = jax.jit(lambda s: s)
+    state = _cached(step, Logged(jnp.ones(2)))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    name = "test_runtime.test_a_check_no_fix_of_ours_can_skip_says_so.<locals>"
+    assert (
+        f"JAX rebuilds {name}.Logged through its constructor when it unflattens the "
+        f"inputs or outputs of jax.jit({name}.<lambda>), and its check runs on every "
+        f"call: {name[len('test_runtime.') :]}.Logged.__init__ has a decorator that is "
+        "not a typechecker (test_runtime.passthrough.<locals>.passing) above its "
+        "check, and the check can't "
+        "be skipped without skipping that decorator too. Neither install() nor "
+        "unflatten_safe can skip it. Apply that decorator below the checker, so that "
+        "the checker is the outermost layer (`@jaxtyped(typechecker=...)` above it).\n"
+    ) in str(info.value)
+    assert "Call typecheck_guard.install()" not in str(info.value)
 
 
 @allow_checks
@@ -908,7 +945,7 @@ def test_reported_time_excludes_the_checked_functions_body(
 
 
 def _closure(fn):
-    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
 
 
 def test_what_the_guard_puts_in_a_checked_closure_is_the_function():

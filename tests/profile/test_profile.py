@@ -881,6 +881,7 @@ def beartype_checker():
     return beartype
 
 
+@pytest.mark.filterwarnings("ignore::typecheck_guard.UnadaptedClassesWarning")
 def test_a_check_under_installs_mark_is_a_rebuild(installed, typecheck):
     # A checker under a decorator that is not one: install() registers the class's
     # unflatten marked ("JAX is unflattening Logged") but can't skip a check it
@@ -1033,7 +1034,9 @@ def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
     def closure(fn):
         return {
             name: cell.cell_contents
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ())
+            for name, cell in zip(
+                fn.__code__.co_freevars, fn.__closure__ or (), strict=True
+            )
         }
 
     scale = make()

@@ -154,6 +154,8 @@ class Check(NamedTuple):
     hook: str | None = None
     """The packages of the jaxtyping import hook that instrumented the checked
     function's module (`--jaxtyping-packages=...`), if one did."""
+    cls: type | None = None
+    """The class a constructor check built."""
 
 
 def _changed(what: str, package: str, found: str | None) -> RuntimeError:

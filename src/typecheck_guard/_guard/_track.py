@@ -317,6 +317,7 @@ class Window(Tracker):
             situation = None
         if described is None:
             return None
+        cls = None
         if situation is None:
             # The class too, so that `install()`'s mark decides as it does for the
             # profile.
@@ -337,11 +338,11 @@ class Window(Tracker):
             code,
             static=described.static,
             pytree=described.pytree,
-            data=(described, situation, first),
+            data=(described, situation, first, cls),
         )
 
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
-        described, situation, first = check.data
+        described, situation, first, cls = check.data
         module = getattr(described.body, "__module__", None)
         found = _detect.Check(
             described.checked,
@@ -352,6 +353,7 @@ class Window(Tracker):
             failed=failed,
             rebuild=situation.rebuild,
             hook=import_hook_of(module),
+            cls=cls,
         )
         if not self.checks:
             self.checks = []

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
+from .._unflatten._guards import blocker
 from . import _detect, _entries, _situation, _tracing
 from ._detect import Check
 from ._fixes import unflatten_safe_fix
@@ -52,6 +53,13 @@ FIX_CONSTRUCTOR: Final = (
     "__new__), or wrap the jitted function:\n"
     "\n"
     "    {wrap}\n"
+)
+
+FIX_UNSKIPPABLE: Final = (
+    "JAX rebuilds {cls} through its constructor when it unflattens the inputs or "
+    "outputs of {jitted}, and its check runs on every call: {why}. Neither install() "
+    "nor unflatten_safe can skip it. Apply that decorator below the checker, so that "
+    "the checker is the outermost layer (`@jaxtyped(typechecker=...)` above it).\n"
 )
 
 FIX_OTHER: Final = (
@@ -89,6 +97,9 @@ class Site(NamedTuple):
     """The packages of the jaxtyping import hook that added the check, if any."""
     made_at: str | None = None
     """`path:line` where the user's code made the jitted callable, if we saw it."""
+    blocked: str | None = None
+    """Why the constructor's check can't be skipped (a decorator that is not a
+    checker above it), if so."""
 
     def describe(
         self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
@@ -107,6 +118,12 @@ class Site(NamedTuple):
         if self.hook is not None and self.kind != "constructor":
             return FIX_IMPORT_HOOK.format(
                 checked=self.checked, hook=self.hook, jitted=self.jitted
+            )
+        if self.kind == "constructor" and self.blocked is not None:
+            return FIX_UNSKIPPABLE.format(
+                cls=self.checked.rsplit(".", 1)[0],
+                jitted=self.jitted,
+                why=self.blocked,
             )
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
@@ -314,6 +331,7 @@ def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
                 where,
                 check.hook,
                 made_at,
+                blocker(check.cls) if check.cls is not None else None,
             )
             add(tally, site, check)
     raise_for = None
