@@ -540,10 +540,14 @@ def test_site_is_public_and_documented():
 
 # `with profile():` around a loop that calls jitted functions made before the block.
 # JAX's C++ dispatch rebuilds the output through the class's checked constructor and
-# leaves no Python frame: that rebuild looks like the user building the object. A
-# jitted function made inside the block is one we see. Run without our pytest
-# plugin, which switches the jit patches on before any test module is imported.
+# leaves no Python frame: the rebuild's caller is the program's line that called the
+# jitted function, and what that line calls tells a rebuild from a construction. A
+# call the profile can't read without running code (through a subscript) leaves it
+# "unclear". A jitted function made inside the block is one we see. Run without our
+# pytest plugin, which switches the jit patches on before any test module is
+# imported.
 API_BEFORE_AFTER = """
+import functools
 import json
 import sys
 
@@ -568,12 +572,31 @@ class Plain:  # not a pytree: its checks are constructions whatever the profile 
         self.x = x
 
 
-before = jax.jit(lambda s: s.replace(x=s.x + 1))
-state = before(State(jnp.ones(2)))
+class Trainer:
+    def __init__(self):
+        self.steps = [jax.jit(shrink)]
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def grow(self, s):
+        return s.replace(x=s.x + 1)
+
+
+def shrink(s):
+    return s.replace(x=s.x - 1)
+
+
+grow = jax.jit(lambda s: s.replace(x=s.x + 1))
+trainer = Trainer()
+state = grow(State(jnp.ones(2)))
+state = trainer.steps[0](trainer.grow(state))
 with typecheck_guard.profile() as prof:
     after = jax.jit(lambda s: s.replace(x=s.x * 2))
     for _ in range(4):
-        state = before(state)
+        state = grow(state)
+    for _ in range(3):
+        state = trainer.grow(state)
+    for _ in range(2):
+        state = trainer.steps[0](state)
     state = after(state)  # the first call: traced and compiled
     for _ in range(3):
         state = after(state)
@@ -584,7 +607,9 @@ json.dump(prof.to_dict(), sys.stdout)
 """
 
 
-def test_profile_api_never_calls_an_unseen_rebuild_a_construction(tmp_path: Path):
+def test_profile_api_labels_the_dispatch_of_a_jitted_function_made_before_it(
+    tmp_path: Path,
+):
     script = tmp_path / "api.py"
     script.write_text(API_BEFORE_AFTER)
     env = dict(os.environ)
@@ -599,14 +624,25 @@ def test_profile_api_never_calls_an_unseen_rebuild_a_construction(tmp_path: Path
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    state = _rows(report, "__main__.State")
-    # `before`'s 4 rebuilds and the one real construction can't be told apart: never
-    # "construction".
-    assert ("construction", None) not in state
-    assert state[("unclear", None)] == 4 + 1
-    # `after` is seen: 4 calls, 4 rebuilds at dispatch.
-    assert state[("dispatch", "jax.jit(__main__.<lambda>)")] == 4
+    assert _rows(report, "__main__.State") == {
+        # `after` is seen (made in the block: its 4 calls); `grow` (4 calls) and
+        # `trainer.grow` are read off the lines that call them, as the command line
+        # would label them.
+        ("dispatch", "jax.jit(__main__.<lambda>)"): 4 + 4,
+        ("dispatch", "jax.jit(__main__.Trainer.grow)"): 3,
+        ("compile", "jax.jit(__main__.<lambda>)"): 3,
+        ("trace", "jax.jit(__main__.<lambda>)"): 1,
+        ("unclear", None): 2,  # `trainer.steps[0](state)`: not read
+        ("construction", None): 1,  # `State(state.x)`: the line calls the class
+    }
     assert _rows(report, "__main__.Plain") == {("construction", None): 2}
+    grow = next(
+        s for s in report["sites"] if s["jitted"] == "jax.jit(__main__.Trainer.grow)"
+    )
+    assert grow["removable"] and grow["rebuild"]
+    assert grow["fix"].startswith(
+        "run the program with `typecheck-guard run`, or call "
+    )
     (unclear,) = [s for s in report["sites"] if s["when"] == "unclear"]
     assert unclear["fix"].startswith("can't tell: your code built State here, or JAX")
     assert "typecheck_guard.install() before State is defined" in unclear["fix"]

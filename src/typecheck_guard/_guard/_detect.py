@@ -772,7 +772,7 @@ def is_library(filename: str) -> bool:
     return filename.startswith(_library_dirs)
 
 
-def _relative(filename: str) -> str:
+def relative(filename: str) -> str:
     try:
         relative = os.path.relpath(filename)
     except ValueError:  # another drive, on Windows
@@ -790,7 +790,7 @@ def call_site(frame: FrameType | None) -> str:
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
-    return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return f"{relative(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def callback_function(callback: Any) -> Any:
@@ -812,7 +812,7 @@ def defined_at(fn: Any) -> str:
         code = inspect.unwrap(fn).__code__
     except (AttributeError, ValueError):
         return "<unknown>"
-    return f"{_relative(code.co_filename)}:{code.co_firstlineno}"
+    return f"{relative(code.co_filename)}:{code.co_firstlineno}"
 
 
 def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -> str:

@@ -198,6 +198,18 @@ def caller_of(frame: FrameType, what: str) -> FrameType | None:
     return None
 
 
+def outside_checkers(frame: FrameType | None) -> FrameType | None:
+    """`frame`, or the first frame below it that is neither checker code nor ours
+    (our generated unflattens included)."""
+    skip = _dirs().skip
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(skip)
+        or frame.f_code.co_filename.startswith((BEARTYPE_PREFIX, "<generated_"))
+    ):
+        frame = frame.f_back
+    return frame
+
+
 # The innermost code of every registered Python unflatten function, refreshed when
 # the registry grows.
 _unflatten_codes: set[CodeType] = set()

@@ -109,14 +109,19 @@ def profile() -> Profile:
     - `"construction"`: your code built a checked object;
     - `"eager"`: a checked function or `isinstance` check outside tracing;
     - `"unclear"`: a construction, or JAX's C++ rebuilding the output of a call of
-      a jitted function made *before* the block, which leaves no trace: the
-      profile can't tell the two apart, and says so.
+      a jitted function made *before* the block, on a line whose call the profile
+      can't read without running code (`steps[i](state)`): it can't tell the two
+      apart, and says so.
 
     A check's time is the checker's own: the checked function's body is not in
-    it, and a check inside that body is its own row. Jitted calls are seen for
-    jitted functions created inside the block (it switches on the factory patches
-    of the runtime guard); `typecheck-guard profile script.py` covers the whole
-    program and sees every call.
+    it, and a check inside that body is its own row. Jitted functions made inside
+    the block are seen as they are called (it switches on the factory patches of
+    the runtime guard); for one made before the block, JAX's C++ dispatch leaves no
+    Python frame, and the profile reads what the line that JAX was called from
+    calls (`state = step(state)`, `self.step(state)`): a jitted function, and its
+    rebuilds are `"dispatch"` as the command line labels them.
+    `typecheck-guard profile script.py` covers the whole program and sees every
+    call.
 
     **Returns:**
 

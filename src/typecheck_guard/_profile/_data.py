@@ -106,7 +106,7 @@ class Site:
         traced or compiled a jitted call: once per compilation), `"tree"` (JAX
         rebuilding a tree in a tree operation), `"callback"` (a host callback),
         `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
-        call that `profile()` did not see), `"trace"` (your code, while JAX traced
+        call that `profile()` could not tell from one), `"trace"` (your code, while JAX traced
         it), `"construction"` or `"eager"`."""
         self.jitted = record.jitted
         """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`

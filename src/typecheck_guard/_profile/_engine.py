@@ -21,9 +21,10 @@ Jitted calls are seen for jitted callables made while `_jitwrap`'s factory patch
 are on, which we switch on at start: `typecheck-guard profile` does so before the
 program runs, so it sees every call. `with profile():` may not: a jitted function
 made before the block is called from C++, and the C++ rebuild of its output looks
-like the user's code building the object. Where that can be (a class JAX's C++
-rebuilds by calling it, not every jitted callable seen), we file the check as
-`unclear` rather than call it a construction.
+like the user's code building the object. There we read what the line JAX was
+called from calls (`_guard/_callee.py`): a jitted function makes the check a
+`dispatch`; a line we can't read, where the class is one JAX's C++ rebuilds by
+calling it, makes it `unclear` rather than a construction.
 
 On Python 3.11 a profile function runs for every call and return inside a check,
 and a 200-leaf `PyTree[...]` check makes ~44,000 calls (even a profile function that
@@ -50,10 +51,10 @@ import sys
 import threading
 import weakref
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, Final
 
 from .._compat._importhook import after_import
-from .._guard import _detect, _situation
+from .._guard import _callee, _detect, _situation
 from .._guard._monitoring import Monitor
 from .._guard._track import Open, Tracker, import_hook_of, raised
 from ._data import Record, Totals
@@ -132,6 +133,41 @@ def _may_be_unseen_rebuild(cls: type | None) -> bool:
         )
     except Exception:  # a label is no place to fail
         return False
+
+
+# What a check reached through a jitted call none of our wrappers saw is filed as,
+# were it not for `_unseen_dispatch`.
+_MAYBE_UNSEEN: Final = frozenset({"construction", "tree", "eager"})
+
+
+def _unseen_dispatch(
+    situation: _situation.Situation, caller: Any, what: str, cls: type | None
+) -> _situation.Situation:
+    """`situation`, or `dispatch` when JAX's C++ dispatch of a jitted function made
+    before the profile started ran the check: then the frame JAX was entered from
+    (the check's caller, or the caller of the registered unflatten that made the
+    check) is calling a jitted function (`_guard/_callee.py`). A construction we
+    can't tell from such a rebuild is `unclear`."""
+    entry = caller
+    if entry is not None and _situation.registered_unflatten(entry.f_code):
+        entry = _situation.outside_checkers(entry.f_back)
+    called = _callee.callee(entry) if entry is not None else None
+    if called is not None and _callee.is_jitted(called):
+        fun = getattr(called, "__wrapped__", called)
+        name = _detect.describe_jitted("jax.jit", fun, entry)
+        return _situation.Situation(
+            "dispatch",
+            name,
+            situation.rebuild or what == "constructor",
+            _callee.made_at(fun),
+        )
+    if (
+        called is None
+        and situation.when == "construction"
+        and _may_be_unseen_rebuild(cls)
+    ):
+        return situation._replace(when="unclear")
+    return situation
 
 
 def _watch_body(code: CodeType) -> None:
@@ -531,13 +567,11 @@ class _Thread(Tracker):
         if described is None:
             return None
         cls = _situation.built_class(frame, described.what)
-        situation, _ = _situation.situation(frame, described.what, cls, described.body)
-        if (
-            situation.when == "construction"
-            and not _sees_every_jit
-            and _may_be_unseen_rebuild(cls)
-        ):
-            situation = situation._replace(when="unclear")
+        situation, caller = _situation.situation(
+            frame, described.what, cls, described.body
+        )
+        if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
+            situation = _unseen_dispatch(situation, caller, described.what, cls)
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None:

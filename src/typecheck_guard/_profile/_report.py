@@ -243,8 +243,9 @@ def _fix(site: Site, program: str | None) -> str:
         name = site.name.rsplit(".", 1)[-1]
         return (
             f"can't tell: your code built {name} here, or JAX rebuilt it after a call "
-            "of a jitted function made before the profile started (its C++ dispatch "
-            "leaves no trace). Make the jitted function inside the `with "
+            "of a jitted function made before the profile started, on a line whose "
+            "call the profile can't read (its C++ dispatch leaves no trace). Make the "
+            "jitted function inside the `with "
             "typecheck_guard.profile():` block, or run the program under "
             "`typecheck-guard profile`, which sees every call. If it is a rebuild, "
             + _rebuild_fix(site, program)
