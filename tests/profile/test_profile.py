@@ -1100,3 +1100,50 @@ def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
         del scale
         gc.collect()
         assert [ref() for ref in dropped] == [None, None]
+
+
+def test_the_report_fits_100_columns():
+    # A terminal's and the documentation's width: long site names break over lines
+    # in their column, at spaces and after dots; nothing is cut.
+    from typecheck_guard._profile._data import Record, Totals
+    from typecheck_guard._profile._report import format_text
+
+    prof = Totals()
+    prof.label = (
+        "tests/very/long/path/to/test_module.py::TestClass::test_a_long_name[a-b]"
+    )
+    checked = "mylib.submodule.deeply.nested.ModuleName.ClassName.__init__"
+    jitted = "jax.jit(mylib.training.loop.train_step_with_a_long_name)"
+    for thread in ("MainThread", "worker-1"):
+        prof._add(
+            Record(
+                checked,
+                "jaxtyping with beartype",
+                "constructor",
+                "dispatch",
+                jitted,
+                None,
+                False,
+                thread,
+                0.5,
+                failed=True,
+                rebuild=True,
+            )
+        )
+    text = format_text(prof)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, text
+    header = next(i for i, line in enumerate(lines) if line.endswith("site"))
+    column = len(lines[header]) - len("site")
+    label = lines[header + 1][column:].split(" ")
+    for line in lines[header + 2 :]:
+        if not line.strip():
+            break
+        assert line[:column].strip() == ""  # continued in the site's column
+        label.append(line[column:])
+    assert " ".join(label).replace(". ", ".") == (
+        "mylib.submodule.deeply.nested.ModuleName.ClassName (jaxtyping with beartype) "
+        "in jax.jit(mylib.training.loop.train_step_with_a_long_name) [2 failed] "
+        "[threads: MainThread, worker-1]"
+    ).replace(". ", ".")
+    assert "test_a_long_name[a-b]" in text

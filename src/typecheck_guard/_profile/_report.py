@@ -302,15 +302,56 @@ def _shown(name: str) -> str:
     return name.replace("__main__.", "")
 
 
-def _label(site: Site) -> str:
-    text = f"{_shown(site.name)} ({site.checker})"
+def _label(site: Site) -> list[str]:
+    """The site's name, in the parts a narrow column breaks it into: what was
+    checked and by whom, the jitted function, the failures, the threads."""
+    parts = [f"{_shown(site.name)} ({site.checker})"]
     if site.jitted:
-        text += f" in {_shown(site.jitted)}"
+        parts.append(f"in {_shown(site.jitted)}")
     if site.failed:
-        text += f" [{site.failed} failed]"
+        parts.append(f"[{site.failed} failed]")
     if len(site.threads) > 1 or (site.threads and "MainThread" not in site.threads):
-        text += f" [threads: {', '.join(sorted(site.threads))}]"
-    return text
+        parts.append(f"[threads: {', '.join(sorted(site.threads))}]")
+    return parts
+
+
+# The report fits a terminal of this many columns, and the documentation's code
+# blocks at 1280 px.
+WIDTH: Final = 100
+
+
+def _breakable(word: str) -> list[str]:
+    """`word`, cut after its dots, slashes and colons (a dotted name, a path, a
+    test id), so that no piece is longer than it must be."""
+    pieces, start = [], 0
+    for i, char in enumerate(word):
+        if char in "./:" and i + 1 < len(word) and word[i + 1] not in "./:":
+            pieces.append(word[start : i + 1])
+            start = i + 1
+    pieces.append(word[start:])
+    return [p for p in pieces if p]
+
+
+def _fit(parts: list[str], width: int) -> list[str]:
+    """`parts` as lines of at most `width` characters: a part goes on the line
+    before it when it fits there, else starts its own, broken at spaces, and a name
+    longer than a line after its dots."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+            continue
+        line = ""
+        for word in part.split(" "):
+            pieces = [word] if len(word) <= width else _breakable(word)
+            for i, piece in enumerate(pieces):
+                glue = " " if line and i == 0 else ""
+                if line and len(line) + len(glue) + len(piece) > width:
+                    lines.append(line)
+                    line, glue = "", ""
+                line += glue + piece
+        lines.append(line)
+    return lines
 
 
 def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
@@ -326,37 +367,55 @@ def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
     )
 
 
+# The table's columns before the site's: `#`, checks, time, per check, first call,
+# share, when.
+_ROW: Final = "{:>3} {:>6} {:>9} {:>9} {:>10} {:>6}  {:<12}  "
+
+
 def format_text(
     prof: Totals, top: int | None = 20, more: str = "report(top=0) lists them all"
 ) -> str:
-    """The report as text. `top`: how many sites to list (`None` or 0: all); `more`:
-    how to list the others, in the words of whoever asked (the command line's
-    `--top 0`, the API's `report(top=0)`)."""
+    """The report as text, at most `WIDTH` columns wide (a long site name is broken
+    over lines, in its column). `top`: how many sites to list (`None` or 0: all);
+    `more`: how to list the others, in the words of whoever asked (the command
+    line's `--top 0`, the API's `report(top=0)`)."""
     top = validate_top(top)
     sites = prof.sites
     shown = sites if top is None else sites[:top]
     wall = prof.wall_seconds
-    lines = [f"typecheck-guard profile: {headline(prof)}."]
+    lines = _wrapped("", f"typecheck-guard profile: {headline(prof)}.", WIDTH)
     if not sites:
-        return lines[0]
+        return "\n".join(lines)
     lines.append("")
-    lines.append(
-        f"{'#':>3} {'checks':>7} {'time':>10} {'per check':>10} {'first call':>11} "
-        f"{'share':>6}  {'when':<12}  site"
+    header = _ROW.format(
+        "#", "checks", "time", "per check", "first call", "share", "when"
     )
+    lines.append(header + "site")
+    indent = " " * len(header)
     for i, site in enumerate(shown, 1):
         first = _seconds(site.setup_seconds) if site.first_calls else "-"
-        lines.append(
-            f"{i:>3} {site.count:>7} {_seconds(site.seconds):>10} "
-            f"{_seconds(site.per_check):>10} {first:>11} "
-            f"{_percent(site.seconds, wall):>6}  {site.when:<12}  {_label(site)}"
+        row = _ROW.format(
+            i,
+            site.count,
+            _seconds(site.seconds),
+            _seconds(site.per_check),
+            first,
+            _percent(site.seconds, wall),
+            site.when,
         )
+        label = _fit(_label(site), WIDTH - len(indent))
+        lines.append(row + label[0])
+        lines.extend(indent + rest for rest in label[1:])
     rest = sites[len(shown) :]
     if rest:
-        lines.append(
-            f"    ({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
-            f"{sum(s.count for s in rest)} checks, "
-            f"{_seconds(sum(s.seconds for s in rest))}: {more})"
+        lines.extend(
+            _wrapped(
+                "    ",
+                f"({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
+                f"{sum(s.count for s in rest)} checks, "
+                f"{_seconds(sum(s.seconds for s in rest))}: {more})",
+                WIDTH,
+            )
         )
     lines.append("")
     lines.append("fixes:")
@@ -379,7 +438,9 @@ def format_text(
         lines.append("")
         lines.append("tests that spent the most in checks:")
         for test, seconds in tests[: top or len(tests)]:
-            lines.append(f"  {_seconds(seconds):>10}  {test}")
+            first_line, *others = _fit([test], WIDTH - 14)
+            lines.append(f"  {_seconds(seconds):>10}  {first_line}")
+            lines.extend(" " * 14 + other for other in others)
     lines.append("")
     lines.extend(
         _wrapped(
