@@ -701,7 +701,10 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
         [
             "*typecheck-guard profile*",
             "typecheck-guard profile: typechecks took *",
-            "*5  * dispatch * test_steps.S (jaxtyping with beartype) in jax.jit(*",
+            # (The site's name, broken over lines in its column: 100 columns.)
+            "*5  * dispatch * test_steps.S",
+            "* (jaxtyping with beartype)",
+            "* in jax.jit(test_steps.<lambda>)",
             "*run pytest with --typecheck-guard-install, or call*",
             "*(at the top of your conftest.py)*",
             "tests that spent the most in checks:",

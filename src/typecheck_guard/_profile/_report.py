@@ -305,7 +305,7 @@ def _shown(name: str) -> str:
 def _label(site: Site) -> list[str]:
     """The site's name, in the parts a narrow column breaks it into: what was
     checked and by whom, the jitted function, the failures, the threads."""
-    parts = [f"{_shown(site.name)} ({site.checker})"]
+    parts = [_shown(site.name), f"({site.checker})"]
     if site.jitted:
         parts.append(f"in {_shown(site.jitted)}")
     if site.failed:
@@ -383,7 +383,12 @@ def format_text(
     sites = prof.sites
     shown = sites if top is None else sites[:top]
     wall = prof.wall_seconds
-    lines = _wrapped("", f"typecheck-guard profile: {headline(prof)}.", WIDTH)
+    # The headline's clauses on lines of their own: what the checks took, then how
+    # much of that is removable.
+    first, *clauses = f"typecheck-guard profile: {headline(prof)}.".split("; ")
+    lines = _wrapped("", first + (";" if clauses else ""), WIDTH)
+    for clause in clauses:
+        lines.extend(_wrapped("", clause, WIDTH))
     if not sites:
         return "\n".join(lines)
     lines.append("")
