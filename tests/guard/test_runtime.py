@@ -535,7 +535,8 @@ def test_a_watched_jitted_callable_is_the_callable_it_wraps(factory):
     assert type(ours) is _jitwrap.Jitted  # the one thing that tells them apart
     inner = ours._typecheck_guard_jitted
     assert type(inner) is type(plain)
-    for name in ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__"):
+    names = ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__")
+    for name in (*names, "__annotations__"):
         assert getattr(ours, name) == getattr(plain, name), name
     assert ours.__wrapped__ is _double
     assert inspect.signature(ours) == inspect.signature(plain)

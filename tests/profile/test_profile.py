@@ -467,19 +467,20 @@ def test_profile_cli_errors(tmp_path: Path):
 # Three sites, each checked once: enough to see what `top` lists.
 THREE_SITES = """
 from beartype import beartype
+from jaxtyping import jaxtyped
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def a(x: int) -> int:
     return x
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def b(x: int) -> int:
     return x
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def c(x: int) -> int:
     return x
 
@@ -729,7 +730,8 @@ def test_profile_counts_checker_wrappers_that_are_equal_code_objects():
 
     first, second = make(), make()
     first(1.0), second(1.0)  # beartype's one-time setup, outside the profile
-    with typecheck_guard.profile() as prof:
+    # (beartype alone: 3.11 sees it with a profile function only.)
+    with typecheck_guard.profile(every_checker=True) as prof:
         for _ in range(3):
             first(1.0)
             second(1.0)
@@ -1150,3 +1152,59 @@ def test_the_report_fits_100_columns():
         "[threads: MainThread, worker-1]"
     ).replace(". ", ".")
     assert "test_a_long_name[a-b]" in text
+
+
+ALONE = """
+from beartype import beartype
+from jaxtyping import Array, Float, PyTree, jaxtyped
+import jax.numpy as jnp
+
+
+@beartype
+def alone(x: int) -> int:
+    return x
+
+
+@beartype
+def tree(x: PyTree[Float[Array, "..."]]) -> None:
+    pass
+
+
+@jaxtyped(typechecker=beartype)
+def together(x: int) -> int:
+    return x
+
+
+for _ in range(2):
+    alone(1), tree({"a": jnp.ones(2)}), together(1)
+"""
+
+
+@pytest.mark.parametrize("every_checker", [False, True])
+def test_what_the_profile_watches_and_says_it_does_not(every_checker, capsys):
+    # Python 3.11 sees checks where their checker enters them, with no profile
+    # function (the rest of the program runs at full speed): every jaxtyping check,
+    # and `isinstance(x, PyTree[...])` under any checker; a check by beartype or
+    # typeguard alone of other annotations only with `every_checker=True`. The
+    # report says what it did not watch. 3.12+ sees them all.
+    with typecheck_guard.profile(every_checker=every_checker) as prof:
+        exec(compile(ALONE, "alone.py", "exec"), {})
+    counts = {
+        s.checked.split(" in ")[0].removeprefix("__main__."): s.count
+        for s in prof.sites
+    }
+    partial = sys.version_info < (3, 12) and not every_checker
+    if partial:  # the PyTree check of `tree`, not the rest of beartype's
+        pytree = "isinstance(..., PyTree[jaxtyping.Float[jaxlib._jax.Array, '...']])"
+        assert counts == {"together": 2, pytree: 2}
+    else:
+        assert counts == {"together": 2, "alone": 2, "tree": 2}
+    prof.report()
+    out = capsys.readouterr().out
+    note = (
+        "not watched on Python 3.11: checks by beartype or typeguard alone "
+        "(profile(every_checker=True) or --every-checker watches them, slower)"
+    )
+    assert (note in " ".join(out.split())) is partial
+    with pytest.raises(TypeError, match="`every_checker` must be True or False"):
+        typecheck_guard.profile(every_checker="yes")  # type: ignore[arg-type]

@@ -158,7 +158,10 @@ def _hook_body(frame: Any) -> Any:
 def _push(arguments: Any) -> Any:
     window = getattr(_local, "window", None)
     if window is not None:
+        # `wrapped_fn` calls us, or the profiler's hook that chains to us.
         frame = sys._getframe(1)
+        if frame.f_code is not _wrapper_code:
+            frame = frame.f_back
         if frame.f_code is _wrapper_code and not _watched_call():
             try:
                 body = _hook_body(frame)

@@ -156,6 +156,21 @@ class Jitted:
         delattr(self._typecheck_guard_jitted, name)
         self.__dict__.pop(name, None)
 
+    # A class reads its `__annotations__` from its own dictionary (creating an empty
+    # one on first read): the wrapped callable's must win, as the callable has them
+    # now (Equinox computes its wrapper's).
+    @property
+    def __annotations__(self) -> Any:  # type: ignore[override]
+        return self._typecheck_guard_jitted.__annotations__
+
+    @__annotations__.setter
+    def __annotations__(self, value: Any) -> None:
+        self._typecheck_guard_jitted.__annotations__ = value
+
+    @__annotations__.deleter
+    def __annotations__(self) -> None:
+        del self._typecheck_guard_jitted.__annotations__
+
     def __dir__(self) -> list[str]:
         return dir(self._typecheck_guard_jitted)
 

@@ -197,6 +197,9 @@ class Totals:
         """Attributed to each site's `tests` (the pytest option sets the test id)."""
         self.program: str | None = None
         """What ran (`train.py`, `-m pkg.train`), for the fixes' wording."""
+        self.unwatched: str | None = None
+        """What the engine did not watch (Python 3.11 without `every_checker`:
+        checks by beartype or typeguard alone), for the report to say so."""
         # Failed checks' errors: id -> (weak reference, site key).
         self._failed_with: dict[int, tuple[Any, tuple[str, str, str, str | None]]] = {}
         # And their frames: (id, code) -> site key.

@@ -209,6 +209,8 @@ def _watch_body(code: CodeType) -> None:
 # cleverness; and wrapping the user's function in place would change what they hold.
 
 _original_pop: Any = None
+_original_push: Any = None
+_wrapper_code: CodeType | None = None  # jaxtyping's new-style `wrapped_fn`
 # The `wrapped_fn_impl` closures whose cells hold our body hook and signature, by
 # weak reference: a checked function the program drops is not kept alive by us.
 _patched: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -227,8 +229,30 @@ def _popped() -> None:
         failed = error is not None and error is not top.data.handled
         state._error = error
         state.close(top, failed and not top.body_raised, end)
-        if _on:
+        if _mode == "profile":
             sys.setprofile(state.event)
+
+
+def _pushed(arguments: Any) -> Any:
+    """jaxtyping's `push_shape_memo`, on the hooks backend: a check of
+    jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
+    ours)."""
+    if _mode == "hooks":
+        frame = sys._getframe(1)
+        if frame.f_code is _wrapper_code:
+            _open_jaxtyping(frame)
+    return _original_push(arguments)
+
+
+def _open_jaxtyping(frame: FrameType) -> None:
+    state = _state()
+    stack = state._stack
+    if stack and stack[-1].frame is frame:
+        return  # opened at `bind`
+    try:
+        state.started(frame, _detect._JAXTYPING)
+    except Exception:  # never let the watching break the user's program
+        pass
 
 
 class _Body:
@@ -273,15 +297,18 @@ class _Body:
             return fn(*args, **kwargs)
         state.pause(top, self)  # type: ignore[union-attr]
         top.paused_at = now
-        if _on:
+        profiling = _mode == "profile"
+        if profiling:
             sys.setprofile(state.event)  # type: ignore[union-attr]
         try:
             out = fn(*args, **kwargs)
         except BaseException:
-            sys.setprofile(None)
+            if profiling:
+                sys.setprofile(None)
             state.resume(top, True)  # type: ignore[union-attr]
             raise
-        sys.setprofile(None)
+        if profiling:
+            sys.setprofile(None)
         state.resume(top, False)  # type: ignore[union-attr]
         return out
 
@@ -294,6 +321,12 @@ class _Signature(inspect.Signature):
     __slots__ = ("_typecheck_guard_original",)
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
+        if _mode == "hooks":
+            # The check starts with the binding (jaxtyping's `wrapped_fn` binds
+            # first, once its checks are on).
+            frame = sys._getframe(1)
+            if frame.f_code is _wrapper_code:
+                _open_jaxtyping(frame)
         try:
             return inspect.Signature.bind(self, *args, **kwargs)
         except BaseException:
@@ -304,7 +337,7 @@ class _Signature(inspect.Signature):
                 # A call that does not match the signature: jaxtyping refused it,
                 # a failed check (as the other backends see it: its frame raised).
                 state.close(stack[-1], True, end)  # type: ignore[union-attr]
-                if _on:
+                if _mode == "profile":
                     sys.setprofile(state.event)  # type: ignore[union-attr]
             raise
 
@@ -377,37 +410,46 @@ def _unpatch_cells() -> None:
 
 
 def _patch_pop() -> bool:
-    """Route jaxtyping's `pop_shape_memo` through `_popped`, if jaxtyping's
-    `wrapped_fn` still calls it by that global name; `False` if not (we then watch
-    jaxtyping's checks like any other, only slower)."""
-    global _original_pop
+    """Route jaxtyping's `pop_shape_memo` through `_popped` (and, on the hooks
+    backend, `push_shape_memo` through `_pushed`), if jaxtyping's `wrapped_fn` still
+    calls them by those global names; `False` if not (we then watch jaxtyping's
+    checks like any other on the profile-function backend, only slower, and not at
+    all on the hooks backend)."""
+    global _original_pop, _original_push, _wrapper_code
     from jaxtyping import _decorator
 
     original = getattr(_decorator, "pop_shape_memo", None)
+    push = getattr(_decorator, "push_shape_memo", None)
     wrapper = _detect._new_style_wrapper(_decorator.jaxtyped.__code__)
     if (
         original is None
         or wrapper is None
-        or "pop_shape_memo" not in wrapper.co_names
+        or not {"pop_shape_memo", "push_shape_memo"} <= set(wrapper.co_names)
         or not {"fn", "param_signature", "wrapped_fn_impl"} <= set(wrapper.co_freevars)
         or getattr(original, "__code__", None) is None
         or original.__code__.co_argcount != 0
+        or getattr(getattr(push, "__code__", None), "co_argcount", None) != 1
     ):
         return False
-    _original_pop = original
+    _original_pop, _wrapper_code = original, wrapper
     setattr(_decorator, "pop_shape_memo", _popped)  # noqa: B010
+    if _mode == "hooks":
+        _original_push = push
+        setattr(_decorator, "push_shape_memo", _pushed)  # noqa: B010
     return True
 
 
 def _unpatch_pop() -> None:
-    global _original_pop
+    global _original_pop, _original_push, _wrapper_code
     if _original_pop is None:
         return
     from jaxtyping import _decorator
 
     if getattr(_decorator, "pop_shape_memo", None) is _popped:
         setattr(_decorator, "pop_shape_memo", _original_pop)  # noqa: B010
-    _original_pop = None
+    if _original_push is not None and _decorator.push_shape_memo is _pushed:
+        setattr(_decorator, "push_shape_memo", _original_push)  # noqa: B010
+    _original_pop = _original_push = _wrapper_code = None
 
 
 # The leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped` function
@@ -430,24 +472,65 @@ def _quiet_check(cls: Any, obj: Any, pytree_memo: Any) -> Any:
         sys.setprofile(profile)
 
 
+def _instancecheck(cls: Any, instance: Any) -> Any:
+    """`isinstance(x, PyTree[...])` on the hooks backend: a check of its own, unless
+    it runs inside another check (beartype's or typeguard's of an argument, which
+    it is part of)."""
+    original = _original_check[1]  # pyright: ignore[reportOptionalSubscript]
+    if _mode != "hooks":
+        return original(cls, instance)
+    state = _state()
+    stack = state._stack
+    if stack and stack[-1].in_body is None:
+        stack[-1].pytree = True
+        return original(cls, instance)
+    frame = sys._getframe()
+    try:
+        opened = state.started(frame, _detect._ISINSTANCE)
+    except Exception:  # never let the watching break the user's program
+        opened = False
+    if not opened:
+        return original(cls, instance)
+    try:
+        out = original(cls, instance)
+    except BaseException as error:
+        state._error = error
+        state.returned(frame, True)
+        state._error = None
+        raise
+    state.returned(frame, False)
+    return out
+
+
 def _patch_check() -> None:
+    """The profile-function backend: `_quiet_check` in place of `_MetaPyTree._check`;
+    the hooks backend: `_instancecheck` in place of its `__instancecheck__`."""
     global _original_check
     owner = _detect._pytree_meta
-    original = vars(owner).get("_check") if owner is not None else None
-    code = getattr(original, "__code__", None)
-    if code is None or code.co_varnames[:3] != ("cls", "obj", "pytree_memo"):
+    if owner is None:
         return
-    _original_check = (owner, original)
-    owner._check = _quiet_check  # pyright: ignore[reportOptionalMemberAccess]
+    if _mode == "hooks":
+        name, ours = "__instancecheck__", _instancecheck
+    else:
+        name, ours = "_check", _quiet_check
+    original = vars(owner).get(name)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_varnames[:2] not in (
+        ("cls", "obj"),
+        ("cls", "instance"),
+    ):
+        return
+    _original_check = (owner, original, name, ours)
+    setattr(owner, name, ours)
 
 
 def _unpatch_check() -> None:
     global _original_check
     if _original_check is None:
         return
-    owner, original = _original_check
-    if vars(owner).get("_check") is _quiet_check:
-        owner._check = original
+    owner, original, name, ours = _original_check
+    if vars(owner).get(name) is ours:
+        setattr(owner, name, original)
     _original_check = None
 
 
@@ -469,7 +552,7 @@ def _patch_jaxtyping() -> None:
     if later:
 
         def on_import(module: Any) -> None:
-            if _on:
+            if _mode is not None:
                 patches[module.__name__]()
 
         _hooks = contextlib.ExitStack()
@@ -529,7 +612,7 @@ class _Thread(Tracker):
     # The `sys.setprofile` backend's profile function.
     def event(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
-            if not _on:  # the engine stopped: leave this thread alone
+            if _mode != "profile":  # the engine stopped: leave this thread alone
                 sys.setprofile(None)
                 return
             code = frame.f_code
@@ -588,11 +671,18 @@ class _Thread(Tracker):
     def opened(self, check: Open) -> None:
         data = check.data
         if (
-            _original_pop is not None
-            and data.described is not None
-            and "wrapped_fn_impl" in data.described.frame_locals
-            and sys.getprofile() == self.event
-            and _fast_path(check.frame, data.described.frame_locals)
+            _original_pop is None
+            or data.described is None
+            or "wrapped_fn_impl" not in data.described.frame_locals
+        ):
+            return
+        if _mode == "hooks":
+            # It ends in jaxtyping's `pop_shape_memo`, with or without our body
+            # hook (without it, the body's time is the check's).
+            check.fast = True
+            _fast_path(check.frame, data.described.frame_locals)
+        elif sys.getprofile() == self.event and _fast_path(
+            check.frame, data.described.frame_locals
         ):
             # Not when the runtime guard's window shares the profile function: it
             # must see the check's end itself.
@@ -723,7 +813,12 @@ def _stop_monitoring() -> None:
 
 _lock = threading.RLock()
 _recorders: tuple[Totals, ...] = ()
-_on = False
+# How Python 3.11 and older watch (3.12+: `sys.monitoring`, and `None` here):
+# "hooks", where checkers enter (jaxtyping's shape memo, the checked function's
+# body, `isinstance(x, PyTree[...])`), with no profile function; or "profile", a
+# profile function on every call (`every_checker`), which also sees beartype's and
+# typeguard's own wrappers, and makes the rest of the program slower.
+_mode: str | None = None
 # Whether every jitted callable the program made is one of our wrappers (see the
 # module docstring): decided when the first recorder attaches.
 _sees_every_jit = False
@@ -742,11 +837,14 @@ def _stop_at_exit() -> None:
             detach(recorder)
 
 
-def attach(recorder: Totals, *, before_program: bool = False) -> None:
+def attach(
+    recorder: Totals, *, before_program: bool = False, every_checker: bool = False
+) -> None:
     """Start recording into `recorder`. `before_program`: the program has not run
     yet (`typecheck-guard profile`, the pytest option), so every jitted callable it
-    makes will be ours to see."""
-    global _recorders, _on, _sees_every_jit
+    makes will be ours to see. `every_checker`: on Python 3.11 and older, watch with
+    a profile function (the first recorder decides)."""
+    global _recorders, _mode, _sees_every_jit
     from .._guard import _jitwrap
 
     with _lock:
@@ -761,18 +859,23 @@ def attach(recorder: Totals, *, before_program: bool = False) -> None:
                 _sees_every_jit = _jitwrap.sees_every_jit()
                 _prepare()
                 if not _start_monitoring():
-                    _on = True
+                    _mode = "profile" if every_checker else "hooks"
                     _patch_jaxtyping()
-                    threading.setprofile(_bootstrap)
-                    sys.setprofile(_state().event)
+                    if _mode == "profile":
+                        threading.setprofile(_bootstrap)
+                        sys.setprofile(_state().event)
             except BaseException:
+                _mode = None
                 _jitwrap.release()
                 raise
+        recorder.unwatched = (
+            None if _mode != "hooks" else "checks by beartype or typeguard alone"
+        )
         _recorders = (*_recorders, recorder)
 
 
 def detach(recorder: Totals) -> None:
-    global _recorders, _on
+    global _recorders, _mode
     from .._guard import _jitwrap
 
     with _lock:
@@ -784,7 +887,7 @@ def detach(recorder: Totals) -> None:
         if _monitor.tool is not None:
             _stop_monitoring()
         else:
-            _on = False
+            _mode = None
             _unpatch_jaxtyping()
             _unpatch_cells()
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]

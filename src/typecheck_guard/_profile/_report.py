@@ -447,12 +447,20 @@ def format_text(
             lines.append(f"  {_seconds(seconds):>10}  {first_line}")
             lines.extend(" " * 14 + other for other in others)
     lines.append("")
+    unwatched = ""
+    if prof.unwatched:
+        unwatched = (
+            f"; not watched on Python {sys.version_info[0]}.{sys.version_info[1]}: "
+            f"{prof.unwatched} (profile(every_checker=True) or --every-checker "
+            "watches them, slower)"
+        )
     lines.extend(
         _wrapped(
             "",
             "(per check: the steady state; first call: the first check of each "
             "checked function, with the checker's one-time setup; share: of the wall "
-            "time; this process only: the processes it starts are not watched)",
+            "time; this process only: the processes it starts are not watched"
+            f"{unwatched})",
         )
     )
     return "\n".join(lines)
