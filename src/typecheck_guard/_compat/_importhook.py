@@ -77,8 +77,28 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, names: Collection[str], on_import: Callable[[Any], None]):
         self._names = names
         self._on_import = on_import
+        # Not handed to `on_import` yet. A finder inserted before us can load one
+        # without asking us (pytest's assertion rewriter claims the packages of
+        # its plugins, jaxtyping's import hook those it checks): we catch up on
+        # such a module at the next import we are asked about.
+        self._waiting = set(names)
+
+    def _handle(self, module: Any) -> None:
+        name = getattr(module, "__name__", None)
+        if name in self._waiting and sys.modules.get(name) is module:
+            self._waiting.discard(name)
+            self._on_import(module)
+
+    def _catch_up(self) -> None:
+        for name in [n for n in self._waiting if n in sys.modules]:
+            module = sys.modules[name]
+            spec = getattr(module, "__spec__", None)
+            if not getattr(spec, "_initializing", False):  # its code has run
+                self._handle(module)
 
     def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if self._waiting:
+            self._catch_up()
         if fullname not in self._names:
             return None
         # Ask the finders after us, then hook the loader they found.
@@ -87,7 +107,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             find = getattr(finder, "find_spec", None)
             spec = find(fullname, path, target) if find else None
             if spec is not None and spec.loader is not None:
-                _hook(spec, self._on_import)
+                _hook(spec, self._handle)
                 return spec
         return None
 
@@ -103,7 +123,9 @@ def after_import(
     stack: contextlib.ExitStack,
 ) -> None:
     """Call `on_import(module)` right after any of `names` is first imported, until
-    `stack` closes (the finder's removal is pushed onto it)."""
+    `stack` closes (the finder's removal is pushed onto it); once per module. A
+    module another finder loaded without asking us is handed over at the next
+    import after it."""
     finder = _Finder(frozenset(names), on_import)
     sys.meta_path.insert(0, finder)
     stack.callback(_remove, finder)

@@ -224,7 +224,8 @@ def _popped() -> None:
     if state is None or not state._stack:
         return
     top = state._stack[-1]
-    if top.fast and sys._getframe(1) is top.frame:
+    # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
+    if top.fast and top.frame in (sys._getframe(1), sys._getframe(1).f_back):
         error = sys.exc_info()[1]
         failed = error is not None and error is not top.data.handled
         state._error = error
@@ -238,8 +239,11 @@ def _pushed(arguments: Any) -> Any:
     jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
     ours)."""
     if _mode == "hooks":
+        # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
         frame = sys._getframe(1)
-        if frame.f_code is _wrapper_code:
+        if frame.f_code is not _wrapper_code:
+            frame = frame.f_back
+        if frame is not None and frame.f_code is _wrapper_code:
             _open_jaxtyping(frame)
     return _original_push(arguments)
 
@@ -543,6 +547,8 @@ def _patch_jaxtyping() -> None:
     global _hooks
     patches = {"jaxtyping": _patch_pop, "jaxtyping._pytree_type": _patch_check}
     later = set()
+    from .._guard import _jitwrap
+
     for name, patch in patches.items():
         module = sys.modules.get(name)
         if module is not None and not getattr(module.__spec__, "_initializing", False):
@@ -553,6 +559,9 @@ def _patch_jaxtyping() -> None:
 
         def on_import(module: Any) -> None:
             if _mode is not None:
+                # The guard's hooks of the same module first (ours chain to
+                # them), also when another finder loaded it without asking.
+                _jitwrap._patch_pending()
                 patches[module.__name__]()
 
         _hooks = contextlib.ExitStack()
