@@ -5,13 +5,16 @@
 
 on a 200-leaf dict of arrays, warm and cached, against the same call uncached
 (`cache_pytree_checks(False)`) and against a bare `jax.tree_util.tree_flatten` of the
-same tree (what a cache hit cannot avoid doing).
+same tree (what a cache hit cannot avoid doing). `--tree nested` takes Flax-style
+parameters instead (100 layers of `{"kernel", "bias"}` under `"params"`), and
+`--tree nodes` a list of 100 `flax.struct` dataclasses with a static field (registered
+nodes whose aux data the cache compares).
 
 The machine may be shared and noisy, so we never compare absolute timings taken at
 different moments: each round times the three one after the other, and we report the
 median over rounds of the per-round ratios.
 
-    python benchmarks/pytree_cache.py [--rounds 21] [--leaves 200]
+    python benchmarks/pytree_cache.py [--rounds 21] [--leaves 200] [--tree dict]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--leaves", type=int, default=200)
+    parser.add_argument("--tree", choices=["dict", "nested", "nodes"], default="dict")
     args = parser.parse_args()
 
     with warnings.catch_warnings():
@@ -54,10 +58,30 @@ def main() -> None:
         pass
 
     shapes = [(16,), (16, 16), (64, 16), (3, 3, 16, 32)]
-    tree = {
-        f"layer{i:03d}": jnp.asarray(np.ones(shapes[i % len(shapes)], np.float32))
-        for i in range(args.leaves)
-    }
+
+    def array(i: int) -> Any:
+        return jnp.asarray(np.ones(shapes[i % len(shapes)], np.float32))
+
+    tree: Any
+    if args.tree == "dict":
+        tree = {f"layer{i:03d}": array(i) for i in range(args.leaves)}
+    elif args.tree == "nested":
+        tree = {
+            "params": {
+                f"Dense_{i}": {"kernel": array(i), "bias": array(i + 1)}
+                for i in range(args.leaves // 2)
+            }
+        }
+    else:
+        from flax import struct
+
+        @struct.dataclass
+        class Layer:
+            kernel: Any
+            bias: Any
+            features: int = struct.field(pytree_node=False, default=16)
+
+        tree = [Layer(array(i), array(i + 1)) for i in range(args.leaves // 2)]
 
     def cached() -> None:
         f(tree)
@@ -91,7 +115,7 @@ def main() -> None:
     assert after.hits - before.hits == 200 * args.rounds, (before, after)
     assert after.misses == before.misses, (before, after)
 
-    print(f"{args.leaves}-leaf dict of arrays, {args.rounds} interleaved rounds")
+    print(f"{args.leaves}-leaf {args.tree} of arrays, {args.rounds} interleaved rounds")
     print(f"jax {jax.__version__}, typecheck_guard {typecheck_guard.__version__}")
     for name, values in times.items():
         print(f"  {name:>9}: median {statistics.median(values) * 1e6:10.1f} us/call")

@@ -20,9 +20,11 @@ So we also time, in this process, what Python does with the file as it starts
 (`site.addpackage`: open it, read it, run its `import` line), against the same call
 for an empty `.pth` file, interleaved, per call.
 
-With `--set`, it also times `TYPECHECK_GUARD=install python -c pass` (which imports
-JAX and calls `install()`) against plain start-up, in the environment this script
-runs in (a few rounds: each one takes seconds).
+With `--set`, it also times, in the environment this script runs in, against the
+variable unset: `TYPECHECK_GUARD=install python -c pass` (which imports
+typecheck_guard and calls `install()`, which imports nothing heavy), and `python -c
+"import jax"` (where `install()`'s parts patch JAX and read its registry, as JAX is
+imported), `--rounds / 10` rounds of each.
 """
 
 import argparse
@@ -185,10 +187,19 @@ def main() -> None:
         _report("A: with the hook, B: without, variable unset", a, b)
     if args.variable_set:
         on = dict(env, TYPECHECK_GUARD="install")
-        a, b = _interleaved(
-            [args.python, "-c", "pass"], [args.python, "-c", "pass"], on, env, 5
-        )
-        _report("A: TYPECHECK_GUARD=install, B: unset", a, b)
+        for command in (["-c", "pass"], ["-c", "import jax"]):
+            a, b = _interleaved(
+                [args.python, *command],
+                [args.python, *command],
+                on,
+                env,
+                max(args.rounds // 10, 5),
+            )
+            _report(
+                f"A: TYPECHECK_GUARD=install, B: unset, python {' '.join(command)}",
+                a,
+                b,
+            )
 
 
 if __name__ == "__main__":

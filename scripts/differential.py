@@ -9,8 +9,10 @@ difference: the program, the mode and what differs.
     python scripts/differential.py --program nested-post_init-struct-jt_bt-inner_struct-again_fail
     python scripts/differential.py --dump DIR      # write the programs out, run nothing
     python scripts/differential.py --full --selfcheck   # plain twice: the harness's noise
+    python scripts/differential.py --again         # each program's main() twice (as in CI)
 
 A dumped program runs alone: `PYTHONPATH=tests/differential python DIR/NAME.py MODE`
+(`DIFFERENTIAL_REPEAT=2` before it: its `main()` twice, as `--again` runs it)
 prints its record. Exit status: 1 when any exactness difference was found.
 """
 
@@ -66,6 +68,12 @@ def main() -> int:
         help="also list `not covered` and `row 7` (verdict cache) checks",
     )
     parser.add_argument(
+        "--again",
+        action="store_true",
+        help="run each program's main() twice: its constructions again after its "
+        "first unflattens",
+    )
+    parser.add_argument(
         "--selfcheck",
         action="store_true",
         help="run the programs twice without the plugin: every difference is noise",
@@ -84,6 +92,8 @@ def main() -> int:
         chosen = [p for p in chosen if p.name in set(args.program)]
         if not chosen:
             parser.error("no such program")
+    if args.again:
+        chosen = programs_mod.again(chosen)
     if args.dump:
         args.dump.mkdir(parents=True, exist_ok=True)
         for p in chosen:
@@ -92,7 +102,8 @@ def main() -> int:
         return 0
 
     print(
-        f"{len(chosen)} programs, seed {seed}{' (full)' if args.full else ''}",
+        f"{len(chosen)} programs, seed {seed}{' (full)' if args.full else ''}"
+        f"{' (each main() twice)' if args.again else ''}",
         flush=True,
     )
     started = time.monotonic()

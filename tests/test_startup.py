@@ -62,6 +62,7 @@ def fresh_start(monkeypatch):
     """`_startup` as in a process that has not run it yet, the variable set."""
     monkeypatch.setattr(_startup, "_ran", False)
     monkeypatch.setattr(_startup, "started", False)
+    monkeypatch.setattr(_install, "say_instead", None)
     monkeypatch.setenv("TYPECHECK_GUARD", "install")
 
 

@@ -20,7 +20,9 @@ outside tracing (they run again on every step of a training loop).
   one line for the allowed ones (`-v` lists them).
 - `--typecheck-guard-install`, or `typecheck_guard_install = true` in the ini file:
   `typecheck_guard.install()` before conftest files and test modules are imported
-  (independent of the mode; undone in `pytest_unconfigure`), and
+  (independent of the mode; undone in `pytest_unconfigure`). It imports no JAX: a
+  conftest can still configure JAX through the environment before importing it;
+  and
   `TYPECHECK_GUARD=install` in the environment meanwhile, so that the Python
   processes the session starts (pytest-xdist workers, `multiprocessing` children,
   `subprocess` Pythons) install too (`_startup.py`).

@@ -4,6 +4,9 @@ memo as without it, with the leaf-by-leaf check skipped on a hit."""
 # A leading space in a one-name shape string (`" n"`) keeps linters from reading it as
 # a forward reference (jaxtyping's FAQ); jaxtyping strips it.
 
+import collections
+import dataclasses
+import enum
 import functools
 import gc
 import warnings
@@ -20,6 +23,7 @@ from jaxtyping import Array, Float, Int, PyTree, Shaped, jaxtyped
 from jaxtyping._storage import get_shape_memo, pop_shape_memo, push_shape_memo
 
 import typecheck_guard
+from helpers import requires
 from typecheck_guard._cache import _pytree as _pytree_cache
 from typecheck_guard._compat import _jaxtyping as _jaxtypingcompat
 
@@ -476,6 +480,394 @@ def test_lru_keeps_the_recently_used(cached, leaf_checks):
     assert leaf_checks.n == checks
     isinstance([np.zeros((1,))], ann)  # long evicted
     assert leaf_checks.n == checks + 1
+
+
+# --- the user's objects: never called, never kept -----------------------------------
+#
+# Plain jaxtyping runs none of the user's `__eq__`, `__hash__` or properties to check
+# `PyTree[Float[Array, ...]]` (its flatten aside), and holds nothing of the value once
+# the check returns. Each test runs the same checks without and with the cache and
+# compares what they returned and what they called.
+
+_calls: collections.Counter[str] = collections.Counter()
+
+
+class _Meta:
+    """Aux data or a dict key with comparisons of its own, counted."""
+
+    def __init__(self, v: Any):
+        self.v = v
+
+    def __eq__(self, other: object) -> bool:
+        _calls["eq"] += 1
+        return isinstance(other, _Meta) and other.v == self.v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+    def __lt__(self, other: "_Meta") -> bool:
+        return self.v < other.v
+
+
+class _Plain:
+    """Aux data compared by identity, as Equinox's `MISSING` is."""
+
+
+def _both(run: Any) -> list[Any]:
+    """`run()` without the cache, then with it (empty): what it returned, and the
+    calls counted in `_calls`."""
+    out = []
+    for enabled in (False, True):
+        typecheck_guard.clear_pytree_cache()
+        _calls.clear()
+        with typecheck_guard.cache_pytree_checks(enabled):
+            result = run()
+        out.append((result, dict(_calls)))
+    return out
+
+
+def test_lookups_call_no_eq_of_aux_data_or_dict_keys(cached):
+    # JAX compares aux data and dict keys with `==` when it compares treedefs, and
+    # asks the other side when one side can't decide: a lookup used to call the
+    # user's `__eq__` (jaxtyping never does here), and one that raised made it raise.
+    ann = PyTree[Float[Array, " n"]]
+
+    def run():
+        verdicts = []
+        for v in (1, 1, 2, 1):
+            verdicts.append(isinstance([_Box(_arr(2), _Meta(v))], ann))
+            verdicts.append(isinstance({_Meta(v): _arr(2)}, ann))
+            # The same structures with builtin aux data and keys: stored entries
+            # that the user's objects above would be compared with.
+            verdicts.append(isinstance([_Box(_arr(2), v)], ann))
+            verdicts.append(isinstance({v: _arr(2)}, ann))
+        return verdicts
+
+    (plain, plain_calls), (with_cache, cache_calls) = _both(run)
+    assert with_cache == plain
+    assert plain_calls.get("eq", 0) == cache_calls.get("eq", 0) == 0
+
+
+def test_aux_data_and_dict_keys_are_not_kept_alive(cached, leaf_checks):
+    ann = PyTree[Float[Array, " n"]]
+    key, aux, by_identity = _Meta(7), _Meta(8), _Plain()
+    refs = [weakref.ref(o) for o in (key, aux, by_identity)]
+    for _ in range(2):
+        assert isinstance({key: _arr(2)}, ann)
+        assert isinstance([_Box(_arr(2), aux)], ann)
+        assert isinstance([_Box(_arr(2), by_identity)], ann)
+    hits, checks = typecheck_guard.pytree_cache_info().hits, leaf_checks.n
+    del key, aux, by_identity
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    # Aux data compared by identity is stored (weakly): a hit. Aux data and keys
+    # with an `__eq__` of their own can't be compared without calling it: checked.
+    assert (hits, checks) == (1, 5)
+    # What referred to `by_identity` equals no other object.
+    assert isinstance([_Box(_arr(2), _Plain())], ann)
+    assert typecheck_guard.pytree_cache_info().hits == 1
+
+
+def test_classes_in_the_tree_are_not_kept_alive(cached, leaf_checks):
+    def make() -> tuple[type, type]:
+        class Count(int):
+            pass
+
+        return Count, collections.namedtuple("Pair", "a b")
+
+    Count, Pair = make()
+    refs = [weakref.ref(Count), weakref.ref(Pair)]
+    ann = PyTree[int]
+    for _ in range(2):
+        assert isinstance([Count(1), 2], ann)
+        assert isinstance(Pair(1, 2), ann)
+    checks = leaf_checks.n
+    del Count, Pair
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    # A leaf's class is held weakly (the second `Count` tree was a hit); a stored
+    # treedef would hold a namedtuple's class, so its trees are checked every time.
+    assert checks == 3
+
+
+class _Tol:
+    """Aux data equal within a tolerance: an `==` that is not transitive."""
+
+    def __init__(self, v: float):
+        self.v = v
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Tol) and abs(other.v - self.v) < 1.0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+def test_structure_name_compares_the_arguments_own_treedefs(cached, typecheck):
+    @jaxtyped(typechecker=typecheck)
+    def f(p: PyTree[Float[Array, " n"], " T"], q: PyTree[Float[Array, " n"], " T"]):  # pyright: ignore[reportUndefinedVariable]
+        return "ok"
+
+    x = _arr(3)
+    for enabled in (False, True, True):
+        with typecheck_guard.cache_pytree_checks(enabled):
+            assert f(_Box(x, _Tol(0.0)), _Box(x, _Tol(0.0))) == "ok"
+            # 0.8 == 1.6, though 0.0 != 1.6: binding T to the first call's treedef
+            # failed a call that passes.
+            assert f(_Box(x, _Tol(0.8)), _Box(x, _Tol(1.6))) == "ok"
+
+
+def test_hit_binds_the_structure_of_the_value_checked(cached, typecheck):
+    # -0.0 == 0.0, so the two trees share a key; the memo (and the error message that
+    # prints it) holds the treedef of the argument checked now, as without the cache.
+    ann = PyTree[Float[Array, " n"], " T"]  # pyright: ignore[reportUndefinedVariable]
+    x = _arr(3)
+
+    def bound(tree: Any) -> str:
+        with jaxtyped("context"):
+            assert isinstance(tree, ann)
+            return repr(get_shape_memo()[2]["T"])
+
+    assert bound(_Box(x, -0.0)) == repr(jax.tree.structure(_Box(x, -0.0)))
+    assert bound(_Box(x, 0.0)) == repr(jax.tree.structure(_Box(x, 0.0)))
+    assert typecheck_guard.pytree_cache_info().hits == 1
+
+    @jaxtyped(typechecker=typecheck)
+    def f(p: PyTree[Float[Array, " n"], " T"], q: PyTree[Float[Array, " n"], " T"]):  # pyright: ignore[reportUndefinedVariable]
+        return p
+
+    f(_Box(x, -0.0), _Box(x, -0.0))
+    _same_failure(f, _Box(x, 0.0), [x], errors=typecheck.errors)
+
+
+def test_memo_after_calls_with_different_shapes(cached):
+    ann = PyTree[Float[Array, "*b n"], " T"]  # pyright: ignore[reportUndefinedVariable]
+    trees = [{"a": _arr(2, 3)}, {"a": _arr(4, 3)}, {"a": _arr(2, 3)}, [_arr(2, 5)]]
+
+    def run():
+        seen = []
+        for tree in trees + trees:
+            with jaxtyped("context"):
+                verdict = isinstance(tree, ann)
+                single, variadic, structures, _ = get_shape_memo()
+                seen.append(
+                    (verdict, dict(single), dict(variadic), repr(structures.get("T")))
+                )
+        return seen
+
+    (plain, _), (with_cache, _) = _both(run)
+    assert with_cache == plain
+    assert typecheck_guard.pytree_cache_info()[:2] == (5, 3)  # three trees
+
+
+class _Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+    def __eq__(self, other: object) -> bool:
+        _calls["eq"] += 1
+        return self is other
+
+    def __hash__(self) -> int:
+        _calls["hash"] += 1
+        return hash(self.name)
+
+
+def test_literal_values_with_their_own_eq_and_hash(cached):
+    # typeguard compares the value with each literal (`GREEN == RED` here); the key
+    # used to hash it, and a hit skipped the comparison.
+    ann = PyTree[Literal[_Color.GREEN, _Color.RED]]
+
+    def run():
+        return [isinstance({"a": _Color.RED}, ann) for _ in range(3)]
+
+    plain, with_cache = _both(run)
+    assert with_cache == plain
+    assert plain[1]["eq"] >= 3 and "hash" not in plain[1]
+
+    # Builtin leaves, but a literal with an `__eq__` of its own: jaxtyping compares
+    # every node with it.
+    ann = PyTree[Literal["a", _Color.RED]]
+
+    def run_str():
+        return [isinstance({"k": "a"}, ann) for _ in range(3)]
+
+    plain, with_cache = _both(run_str)
+    assert with_cache == plain
+    assert plain[1]["eq"] >= 3
+
+
+class _ShapedInt(int):
+    """An `int` leaf with `shape` and `dtype` properties, counted."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        _calls["shape"] += 1
+        return ()
+
+    @property
+    def dtype(self) -> Any:
+        _calls["dtype"] += 1
+        return np.dtype("int32")
+
+
+class _CountedArray(np.ndarray):
+    """An array whose `shape` is a property of its own, counted."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        _calls["shape"] += 1
+        return super().shape
+
+
+def test_leaf_attributes_are_read_only_as_jaxtyping_reads_them(cached):
+    # An `int` leaf: jaxtyping never reads its `shape` or `dtype`; nor may the key.
+    ann = PyTree[int]
+
+    def run():
+        return [isinstance([_ShapedInt(1)], ann) for _ in range(3)]
+
+    plain, with_cache = _both(run)
+    assert with_cache == plain == ([True] * 3, {})
+    assert typecheck_guard.pytree_cache_info().hits == 2
+
+    # An instance of the annotation's array class whose `shape` runs code: jaxtyping
+    # reads it on every check, and so it is checked every time.
+    ann = PyTree[Float[np.ndarray, " n"]]
+    leaf = np.zeros(3, np.float32).view(_CountedArray)
+
+    def run_array():
+        return [isinstance([leaf], ann) for _ in range(3)]
+
+    plain, with_cache = _both(run_array)
+    assert with_cache == plain
+    assert plain[1]["shape"] >= 3
+
+
+class _Node:
+    """A node whose flatten is counted."""
+
+    def __init__(self, x: Any):
+        self.x = x
+
+
+def _flatten_node(node: _Node) -> tuple[tuple[Any], None]:
+    _calls["flatten"] += 1
+    return (node.x,), None
+
+
+jax.tree_util.register_pytree_node(
+    _Node, _flatten_node, lambda _, children: _Node(children[0])
+)
+
+
+def test_leaf_type_that_matches_a_node_is_checked_uncached(cached):
+    # jaxtyping's flatten stops at a node its leaf type accepts; the cache's went on,
+    # into the node's flatten, on every call.
+    ann = PyTree[_Node]
+
+    def run():
+        return [isinstance([_Node(_arr(2)), _Node(_arr(3))], ann) for _ in range(3)]
+
+    plain, with_cache = _both(run)
+    assert with_cache == plain
+    assert plain[1] == {}
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["act"], meta_fields=[]
+)
+@dataclasses.dataclass(eq=False)
+class _Activation:
+    act: Any
+
+    def __eq__(self, other: object) -> bool:
+        _calls["eq"] += 1
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
+
+def test_literal_over_nodes_with_their_own_eq(cached):
+    # jaxtyping asks the leaf type of every node whether it is a leaf: `"relu" ==
+    # node` asks the node's `__eq__`, which a hit skipped.
+    ann = PyTree[Literal["relu", "gelu"]]
+
+    def run():
+        return [isinstance([_Activation("relu"), "gelu"], ann) for _ in range(3)]
+
+    plain, with_cache = _both(run)
+    assert with_cache == plain
+    assert plain[1]["eq"] >= 3
+
+
+class _Dim(int):
+    """A dimension bound by someone else's array type, compared and hashed counted."""
+
+    def __eq__(self, other: object) -> bool:
+        _calls["eq"] += 1
+        return int(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        _calls["ne"] += 1
+        return int(self) != other
+
+    def __hash__(self) -> int:
+        _calls["hash"] += 1
+        return int.__hash__(self)
+
+
+def test_memo_entries_with_their_own_eq_are_not_compared(cached):
+    ann = PyTree[Float[Array, " n"]]
+
+    def run():
+        verdicts = []
+        for _ in range(3):
+            pushed = push_shape_memo({})
+            try:
+                pushed[0]["n"] = _Dim(3)
+                verdicts.append(isinstance([_arr(3)], ann))
+            finally:
+                pop_shape_memo()
+        return verdicts
+
+    plain, with_cache = _both(run)
+    assert with_cache == plain
+    assert plain[1] == {"ne": 3}
+
+
+def test_flax_struct_trees_still_hit(cached, leaf_checks):
+    from flax import struct
+
+    @struct.dataclass
+    class Layer:
+        w: Any
+        features: int = struct.field(pytree_node=False, default=2)  # aux data
+
+    ann = PyTree[Float[Array, "..."]]
+    for _ in range(3):
+        assert isinstance({"a": [Layer(_arr(2)), Layer(_arr(3))]}, ann)
+    assert leaf_checks.n == 1
+    assert typecheck_guard.pytree_cache_info().hits == 2
+
+
+@requires(
+    "equinox",
+    "0.13.3",
+    "older Equinox keeps a module's static fields in a dataclass of its own, whose "
+    "`__eq__` the cache won't call: its modules are checked every time",
+)
+def test_equinox_modules_still_hit(cached, leaf_checks):
+    # Equinox puts its `MISSING` sentinel, compared by identity, in every module's
+    # aux data: held weakly.
+    import equinox as eqx
+
+    ann = PyTree[Float[Array, "..."]]
+    linear = eqx.nn.Linear(2, 3, key=jax.random.PRNGKey(0))
+    for _ in range(3):
+        assert isinstance(jax.tree.map(lambda x: x + 1, linear), ann)
+    assert leaf_checks.n == 1
+    assert typecheck_guard.pytree_cache_info().hits == 2
 
 
 # --- jaxtyping internals -------------------------------------------------------------

@@ -16,7 +16,8 @@ Modes:
 - `block`: the program's classes are defined, then its `main()` runs inside
   `with typecheck_guard.unflatten_safe():`;
 - `wrapper`: every jitted function a program makes through `jit(...)` is
-  `typecheck_guard.unflatten_safe(jax.jit(...))`;
+  `typecheck_guard.unflatten_safe(jax.jit(...))`, and every function it wraps with
+  `safe(...)` is `typecheck_guard.unflatten_safe(fn)` (the identity elsewhere);
 - `nocheck`: no plugin, and the checkers decorate nothing (`beartype`,
   `typeguard.typechecked` and jaxtyping's typechecker are made the identity before
   any program runs): what JAX returns when no check runs, the reference for the
@@ -24,17 +25,24 @@ Modes:
 
 Counting checks. We count a check each time the interpreter enters code that a
 checker generated or owns: a function beartype generated (`<@beartype(...)>`, not
-its internal `__beartype_checker_N`), typeguard 2.13.3's `typechecked` wrapper, and
-beartype's PEP 557 field-assignment check. We count from a trace function
-(`sys.settrace`, and `threading.settrace` for threads started later), not by
-wrapping the checker: a counting wrapper is an object the plugin can see, and the
-plugin's decision depends on which layers a constructor has, so the counted class
-would not be the user's class. Each check is attributed to the class of its first
-argument (`self`), to the program's current phase, and to a level, from the first
-of these frames found walking up the stack: `nested` under a constructor body of
-another object (`__init__`, `__post_init__`, `__new__`, a `default_factory`),
-`unflatten` under one of the program's own unflatten functions (those that call
-`hit(...)`), else `own`.
+its internal `__beartype_checker_N` nor the generator expressions nested in it),
+typeguard 2.13.3's `typechecked` wrapper, and beartype's PEP 557 field-assignment
+check. We count from a trace function (`sys.settrace`, and `threading.settrace` for
+threads started later), not by wrapping the checker: a counting wrapper is an object
+the plugin can see, and the plugin's decision depends on which layers a constructor
+has, so the counted class would not be the user's class. Each check is attributed to
+the class of its first argument (`self`; or the class a program named with
+`attribute(fn, name)`, for a registered function whose first argument is no
+instance), to the program's current phase, and to a level, from the first of these
+frames found walking up the stack: `nested` under a constructor body of another
+object (`__init__`, `__post_init__`, `__new__`, a `default_factory`), `unflatten`
+under one of the program's own unflatten functions (those that call `hit(...)`),
+else `own`.
+
+A program whose batch entry says `"repeat": 2` runs its `main()` twice in the
+same interpreter, and its record holds the values of both runs (the second run's
+keys end in `@again`): the second run makes every construction again after the
+first run's unflattens, where the plugin has put its guards in place.
 
 Phases are set by the program (`with phase("tree"): ...`): `construct` for the
 constructions the program makes itself (eagerly or while JAX traces its function),
@@ -69,10 +77,14 @@ HITS: dict[tuple[str, str], int] = {}
 # table, exact by design), so fewer checks there are no lost check.
 CACHED: dict[tuple[str, str], int] = {}
 EVENTS: list[str] = []
+_TRACING = False  # `main()` counts checks with a trace function
 _BODY_CODES: set[Any] = set()
 _IS_CHECK: dict[Any, bool] = {}
 _CHECK_CODES: set[Any] = set()
 _UNFLATTEN_CODES: set[Any] = set()
+# Checks counted for a class other than their first argument's (`attribute`), by
+# the module and qualname of the function checked.
+_ATTRIBUTED: dict[tuple[str, str], str] = {}
 # DIFFERENTIAL_SHOW="jit1|C,tree|Outer": print the stack of each such check (stderr).
 _SHOW = set(filter(None, os.environ.get("DIFFERENTIAL_SHOW", "").split(",")))
 
@@ -114,6 +126,16 @@ def jit(fn: Any, **kwargs: Any) -> Any:
     return jitted
 
 
+def safe(fn: Any) -> Any:
+    """`fn`; in the `wrapper` mode, `typecheck_guard.unflatten_safe(fn)` (a
+    program's function decorated as a user would: `@safe`)."""
+    if MODE == "wrapper":
+        import typecheck_guard
+
+        return typecheck_guard.unflatten_safe(fn)
+    return fn
+
+
 def hit(name: str) -> None:
     """Called first thing by a program's own unflatten function: one unflatten of
     `name` in the current phase. The calling function becomes known as an
@@ -122,6 +144,16 @@ def hit(name: str) -> None:
     key = (PHASE, name)
     HITS[key] = HITS.get(key, 0) + 1
     _UNFLATTEN_CODES.add(sys._getframe(1).f_code)
+
+
+def attribute(fn: Any, owner: str) -> None:
+    """Count the checks of `fn` for the class named `owner`: a registered flatten or
+    unflatten function whose first argument is not the instance (`unflatten(aux,
+    children)`) checks on behalf of its class."""
+    if isinstance(fn, (staticmethod, classmethod)):
+        fn = fn.__func__
+    fn = getattr(fn, "__func__", fn)  # a bound method
+    _ATTRIBUTED[(fn.__module__, fn.__qualname__)] = owner
 
 
 def note(text: str) -> None:
@@ -178,7 +210,15 @@ def attempt(fn: Any) -> Any:
     try:
         return fn()
     except Exception as e:
+        _rearm()
         return Raised(e)
+
+
+def _rearm() -> None:
+    """Put the counting trace function back where an exception took it off (a
+    `RecursionError` raised in it turns tracing off for the thread)."""
+    if _TRACING and sys.gettrace() is None:
+        sys.settrace(_trace)
 
 
 def jax_version() -> tuple[int, int, int]:
@@ -221,8 +261,9 @@ def _is_check(code: Any) -> bool:
         name = code.co_name
         known = (
             filename.startswith("<@beartype(")
-            and name != "<module>"
-            and not name.startswith("__beartype")
+            # Not the code nested in a check (a generator expression over
+            # `**kwargs`' values is its own code object, run by the check).
+            and not name.startswith(("<", "__beartype"))
         ) or code in _CHECK_CODES
         if not known and name == "check_pep557_dataclass_field":
             known = "beartype" in filename
@@ -237,6 +278,18 @@ def _owner(obj: Any) -> str:
     return cls.__qualname__
 
 
+def _attributed(frame: Any) -> str | None:
+    # The function the checker checks (or jaxtyping's stand-in for it, with its
+    # name): beartype passes it to its generated wrapper as a default argument,
+    # typeguard 2.13.3's wrapper closes over it.
+    f_locals = frame.f_locals
+    inner = f_locals.get("__beartype_func") or f_locals.get("python_func")
+    if inner is None:
+        return None
+    key = (getattr(inner, "__module__", None), getattr(inner, "__qualname__", None))
+    return _ATTRIBUTED.get(key)  # type: ignore[arg-type]
+
+
 def _count(frame: Any) -> None:
     f_locals = frame.f_locals
     args = f_locals.get("args")
@@ -245,6 +298,7 @@ def _count(frame: Any) -> None:
     else:
         code = frame.f_code
         first = f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    owner = _attributed(frame) if _ATTRIBUTED else None
     level = "own"
     up = frame.f_back
     while up is not None:
@@ -258,7 +312,7 @@ def _count(frame: Any) -> None:
             level = "unflatten"
             break
         up = up.f_back
-    key = (PHASE, _owner(first), level)
+    key = (PHASE, owner or _owner(first), level)
     COUNTS[key] = COUNTS.get(key, 0) + 1
     if _SHOW and f"{key[0]}|{key[1]}" in _SHOW:
         sys.stderr.write(f"--- check {key}\n" + "".join(traceback.format_stack(frame)))
@@ -352,9 +406,61 @@ def _describe(x: Any, depth: int = 0) -> Any:
     return out
 
 
+def _observe(fn: Any) -> Any:
+    """`fn()`, or what it raised (its type: the same in every process)."""
+    try:
+        return fn()
+    except Exception as e:
+        return ["raised", f"{type(e).__module__}.{type(e).__qualname__}"]
+
+
+def _one_level(value: Any, with_keys: bool) -> Any:
+    """What `jax.tree_util.flatten_one_level(value)` (or its `_with_keys` form)
+    returns: the children's container type, each child, and the auxiliary data."""
+    import jax
+
+    if with_keys:
+        fn = getattr(jax.tree_util, "flatten_one_level_with_keys", None)
+        if fn is None:
+            return "<no flatten_one_level_with_keys>"
+        children, aux = fn(value)
+        described = [
+            [scrub(repr(k)), _describe(v, 6)]
+            for k, v in children  # (key, child) pairs
+        ]
+    else:
+        children, aux = jax.tree_util.flatten_one_level(value)
+        described = [_describe(v, 6) for v in children]
+    return [type(children).__qualname__, described, _describe(aux, 6)]
+
+
+def _node_data(value: Any) -> Any:
+    import jax
+
+    treedef = jax.tree.structure(value)
+    data = treedef.node_data() if hasattr(treedef, "node_data") else "<no node_data>"
+    return _describe(data, 6)
+
+
+def _pickled(value: Any) -> str:
+    """The bytes `pickle.dumps(value)` writes (a fixed protocol), hashed: a class
+    pickles by reference, so they are the same in every process."""
+    import pickle
+
+    return hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()[:16]
+
+
+# The types whose extra observables (repr, pickle bytes, one level of flattening)
+# say nothing their description does not.
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
 def digest(value: Any) -> Any:
-    """A JSON description of `value`: its type's qualname, `vars()`/slot values,
-    treedef, keypaths, and each leaf's type, dtype, shape and bytes."""
+    """A JSON description of `value`: its type's qualname, `vars()`/slot values (in
+    order), treedef, keypaths, and each leaf's type, dtype, shape and bytes; for an
+    object, also its `repr`, the hash of its pickle's bytes, what
+    `flatten_one_level` (and `_with_keys`) returns (the children's container type
+    and the auxiliary data), and `treedef.node_data()`."""
     import jax
 
     entry: dict[str, Any] = {"value": _describe(value)}
@@ -365,6 +471,12 @@ def digest(value: Any) -> Any:
         entry["leaves"] = [_describe(leaf) for _, leaf in with_path]
     except Exception as e:  # a value JAX can't flatten: say so, in every mode alike
         entry["treedef"] = f"<unflattenable: {type(e).__name__}>"
+    if not isinstance(value, (_PLAIN, Raised, jax.Array)):
+        entry["repr"] = _observe(lambda: scrub(repr(value))[:600])
+        entry["pickle"] = _observe(lambda: _pickled(value))
+        entry["one_level"] = _observe(lambda: _one_level(value, False))
+        entry["one_level_keys"] = _observe(lambda: _one_level(value, True))
+        entry["node_data"] = _observe(lambda: _node_data(value))
     return entry
 
 
@@ -454,14 +566,28 @@ def _reset_switches() -> None:
     jaxtyping.config.update("jaxtyping_disable", False)
 
 
-def run_program(name: str, source: str) -> dict[str, Any]:
-    """Define and run one program; its record."""
+def _main(module: Any, repeat: int) -> Any:
+    """The program's `main()`, `repeat` times; the values of the runs after the
+    first are returned under keys ending in `@again` (`@again2`, ...)."""
+    value = module.main()
+    for i in range(1, repeat):
+        again = module.main()
+        if isinstance(value, dict) and isinstance(again, dict):
+            suffix = "@again" + (str(i) if i > 1 else "")
+            value = {**value, **{k + suffix: v for k, v in again.items()}}
+    return value
+
+
+def run_program(name: str, source: str, repeat: int = 1) -> dict[str, Any]:
+    """Define and run one program (its `main()` `repeat` times); its record."""
     global PHASE
     COUNTS.clear()
     HITS.clear()
+    _ATTRIBUTED.clear()
     CACHED.clear()
     EVENTS.clear()
     PHASE = "define"
+    _rearm()
     modname = "dprog_" + re.sub(r"\W", "_", name)
     module = types.ModuleType(modname)
     module.__file__ = f"<{name}>"
@@ -484,9 +610,9 @@ def run_program(name: str, source: str) -> dict[str, Any]:
                 import typecheck_guard
 
                 with typecheck_guard.unflatten_safe():
-                    value = module.main()
+                    value = _main(module, repeat)
             else:
-                value = module.main()
+                value = _main(module, repeat)
             PHASE = "digest"
             _block_until_ready(value)
             record["outcome"] = "ok"
@@ -528,7 +654,7 @@ def run_program(name: str, source: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global MODE
+    global MODE, _TRACING
     argv = sys.argv[1:] if argv is None else argv
     MODE, path = argv[0], argv[1]
     if MODE not in MODES:
@@ -556,13 +682,16 @@ def main(argv: list[str] | None = None) -> None:
     _CHECK_CODES.update(_typeguard_codes())
     with open(path) as f:
         batch = json.load(f)
+    _TRACING = True
     sys.settrace(_trace)
     threading.settrace(_trace)
     out = sys.stdout
     for program in batch:
         out.write(START + program["name"] + "\n")
         out.flush()
-        record = run_program(program["name"], program["source"])
+        record = run_program(
+            program["name"], program["source"], program.get("repeat", 1)
+        )
         out.write(RECORD + json.dumps(record) + "\n")
         out.flush()
     sys.settrace(None)
@@ -600,8 +729,10 @@ def run_standalone(path: str) -> None:
     with open(path) as f:
         source = f.read()
     name = os.path.splitext(os.path.basename(path))[0]
+    # `DIFFERENTIAL_REPEAT=2`: run `main()` twice, as `--again` does.
+    repeat = int(os.environ.get("DIFFERENTIAL_REPEAT", "1"))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump([{"name": name, "source": source}], f)
+        json.dump([{"name": name, "source": source, "repeat": repeat}], f)
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
@@ -614,6 +745,7 @@ __all__ = [
     "Skip",
     "attempt",
     "aot_attr",
+    "attribute",
     "hit",
     "jax_version",
     "jit",
@@ -621,5 +753,6 @@ __all__ = [
     "phase",
     "require",
     "run_standalone",
+    "safe",
     "track",
 ]

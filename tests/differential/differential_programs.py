@@ -3,6 +3,10 @@ programs, grouped by region, each defining typechecked pytree classes and runnin
 few constructions and tree operations on them (see `differential_runner.py` for
 how they run and what is compared).
 
+The regions that attack what the plugin puts in place of the user's or JAX's
+objects (`callforms`, `serialize`, `order`, `memo`, `proxy`, `importhook`) are in
+`differential_substitutes.py`, which builds on this module.
+
 Each region enumerates its variants combinatorially (`generate(region)` gives all
 of them, `--full` in `scripts/differential.py`). A default batch (`batch(region,
 seed)`) takes the region's `core` programs (the shapes the issues reported) and a
@@ -36,6 +40,14 @@ REGIONS = (
     "disable_jit",
     "slots",
     "treeops",
+    # What the plugin puts in place of the user's or JAX's objects, against what it
+    # replaces (`differential_substitutes.py`).
+    "callforms",
+    "serialize",
+    "order",
+    "memo",
+    "proxy",
+    "importhook",
 )
 
 # Programs per region in a default batch (core programs first, then a sample).
@@ -61,6 +73,10 @@ class Program:
     # which calls `hit(name)`, are the unflatten's).
     nodes: tuple[tuple[str, str], ...]
     core: bool = False
+    # How many times the harness runs `main()` in one interpreter: the runs after
+    # the first make every construction again after the first run's unflattens
+    # (`again()`).
+    repeat: int = 1
 
 
 HEADER = '''\
@@ -1322,12 +1338,27 @@ _GENERATORS: dict[str, Callable[[], list[Program]]] = {
 }
 
 
+def _generator(region: str) -> Callable[[], list[Program]]:
+    if region in _GENERATORS:
+        return _GENERATORS[region]
+    import differential_substitutes  # it builds on this module
+
+    return differential_substitutes.GENERATORS[region]
+
+
 def generate(region: str) -> list[Program]:
     """Every program of `region`, in a fixed order."""
-    programs = _GENERATORS[region]()
+    programs = _generator(region)()
     names = [p.name for p in programs]
     assert len(set(names)) == len(names), f"duplicate program names in {region}"
     return programs
+
+
+def again(programs: Iterable[Program]) -> list[Program]:
+    """`programs`, each running its `main()` twice: every construction is made again
+    after the first run's unflattens (where `install()` has put its guards in
+    place), and compared too (the values under keys ending in `@again`)."""
+    return [dataclasses.replace(p, repeat=2) for p in programs]
 
 
 def default_seed() -> int:

@@ -9,7 +9,7 @@ where no checker checks anything):
 | compared | `install` | `block` | `wrapper` |
 |---|---|---|---|
 | outcome (`ok`, or the exception type, the package that raised it, and the same for its cause) | = P | = P | = P |
-| values returned (type qualname, `vars()`/slots, treedef, keypaths, leaves' dtype/shape/bytes; raised-or-not for each `attempt`) | = P | = P | = P |
+| values returned (type qualname, `vars()`/slots in order, treedef, keypaths, leaves' dtype/shape/bytes; for objects `repr`, pickle bytes, `flatten_one_level` (container type, children, aux, keys), `node_data()`; raised-or-not for each `attempt`) | = P | = P | = P |
 | side effects (`note(...)` calls, in order) | = P (more in `jit1`: `extra checks`) | = P (idem) | = P (idem) |
 | checks in `define` and `construct` (the program's own constructions, eager or traced), per class | = P | = P | = P |
 | *nested* checks (made while another object's constructor body runs) in `tree`, `aot`, `jit1`, `jitN`, per class | = P | = P | = P |
@@ -127,7 +127,13 @@ def _run_once(
     """Run `programs` in one interpreter; the records it printed, the program it
     was running when it died (or None), and its stderr's tail."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump([{"name": p.name, "source": p.source} for p in programs], f)
+        json.dump(
+            [
+                {"name": p.name, "source": p.source, "repeat": p.repeat}
+                for p in programs
+            ],
+            f,
+        )
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -369,21 +375,25 @@ def _value_diffs(
                 f"{key!r}: plain raised {va[1]}, {mode} raised {vb[1]}",
             )
         else:
-            parts = [
-                part
-                for part in ("value", "treedef", "paths", "leaves")
-                if not isinstance(a, dict)
-                or not isinstance(b, dict)
-                or a.get(part) != b.get(part)
-            ]
+            if isinstance(a, dict) and isinstance(b, dict):
+                parts = [part for part in {**a, **b} if a.get(part) != b.get(part)]
+            else:
+                parts = ["value"]
             kind = "changed value"
-            detail = f"{key!r}: differs in {', '.join(parts)}: plain {_short(a)} | {mode} {_short(b)}"
+            shown = parts[0] if parts and parts[0] != "value" else None
+            detail = (
+                f"{key!r}: differs in {', '.join(parts)}: plain {_short(a, shown)} | "
+                f"{mode} {_short(b, shown)}"
+            )
         diffs.append(Difference(program.name, program.region, mode, kind, detail))
     return diffs
 
 
-def _short(entry: Any) -> str:
-    text = json.dumps(entry.get("value") if isinstance(entry, dict) else entry)
+def _short(entry: Any, part: str | None = None) -> str:
+    """The part of a digest that differs (its `value` unless said), shortened."""
+    if isinstance(entry, dict):
+        entry = entry.get(part or "value")
+    text = json.dumps(entry)
     return text if len(text) <= 300 else text[:300] + "..."
 
 

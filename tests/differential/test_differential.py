@@ -7,8 +7,11 @@ must be equal, and the documented exceptions).
 One interpreter per mode runs every region's default batch (the core programs of
 each region, the shapes the issues reported, and a seeded sample of the rest; the
 seed depends on the Python version, so that CI's sessions sample differently).
+Each program runs its `main()` twice, so that every construction is made again
+after the class's first unflatten (where `install()` puts its guards in place).
 `TYPECHECK_GUARD_DIFFERENTIAL_SEED` / `_SIZE` change the seed and the programs per
-region. `python scripts/differential.py --full` runs every program.
+region; `TYPECHECK_GUARD_DIFFERENTIAL_AGAIN=0` runs each `main()` once. `python
+scripts/differential.py --full` runs every program.
 
 - `test_exact[region-mode]`: no lost check, crash, different error, changed value
   or count mismatch.
@@ -51,6 +54,8 @@ def run() -> Run:
         for region in programs_mod.REGIONS
         for p in programs_mod.batch(region, seed, size)
     ]
+    if os.environ.get("TYPECHECK_GUARD_DIFFERENTIAL_AGAIN", "1") != "0":
+        chosen = programs_mod.again(chosen)
     results, log = runner.run_all(chosen)
     return Run(seed, chosen, results, runner.compare_all(chosen, results), log)
 
@@ -58,7 +63,8 @@ def run() -> Run:
 def _report(run: Run, differences: list[runner.Difference]) -> str:
     lines = [str(d) for d in differences]
     lines.append(
-        f"(seed {run.seed}; rerun one with: python scripts/differential.py --program NAME)"
+        f"(seed {run.seed}; rerun one with: python scripts/differential.py --again "
+        "--program NAME)"
     )
     return "\n".join(lines)
 
@@ -73,6 +79,13 @@ def test_exact(run: Run, region: str, mode: str) -> None:
 @pytest.mark.parametrize("mode", runner.PLUGIN_MODES)
 @pytest.mark.parametrize("region", programs_mod.REGIONS)
 def test_covered(run: Run, region: str, mode: str) -> None:
+    if region == "importhook" and mode != "install":
+        # Under jaxtyping's import hook a node's registered `tree_unflatten` is a
+        # checker's wrapper: `unflatten_safe` sees neither it (row 5 looks for the
+        # registered function's own frame, called by JAX) nor, then, the rebuild it
+        # makes. `install()`, which registers the unflatten, covers both
+        # (docs/how-it-works.md, "What each form covers").
+        pytest.skip("unflatten_safe does not cover import-hooked unflattens")
     found = [
         d
         for d in run.differences.get(mode, [])

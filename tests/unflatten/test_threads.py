@@ -522,3 +522,25 @@ def test_registry_scans_survive_registration_midway(scan):
     registered, python_calls_in_snapshot = map(int, out.stdout.split())
     assert registered > 0  # registrations did happen inside the reads
     assert python_calls_in_snapshot == 0
+
+
+@pytest.mark.allow_runtime_typechecks  # the caller's rebuilds check, as without us
+def test_a_block_in_a_suspended_generator_does_not_cover_its_caller(typecheck):
+    # A context variable set in a generator's body stays set in the caller while the
+    # generator is suspended (Python's semantics); the block covers the generator's
+    # code, not the caller's.
+    Early = make_early(typecheck)
+
+    def produce():
+        with typecheck_guard.unflatten_safe():
+            yield jax.tree.map(lambda v: v, Early(jnp.ones(2), jnp.ones(2)))
+            yield None
+
+    items = produce()
+    next(items)  # suspended inside its block
+    typecheck.reset()
+    with pytest.raises(typecheck.errors):
+        jax.tree.map(lambda v: v.astype(jnp.int32), Early(jnp.ones(2), jnp.ones(2)))
+    next(items)
+    items.close()
+    assert _state.get() is None

@@ -14,8 +14,8 @@ other class keeps chex's own unflatten, which `install()`'s `register_pytree_nod
 wraps so that JAX's calls are marked (`_marked.py`), and its checked `__post_init__`
 skips only its check.
 
-If chex is not imported yet, a meta-path finder patches `chex._src.dataclass` right
-after it is executed (the design of typeguard's `_importhook.py`).
+`install()` patches `chex._src.dataclass` right after it is executed, before the rest
+of chex (`_compat/_importhook.py`), or at once if chex is imported already.
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ import inspect
 import logging
 import sys
 import weakref
-from typing import Any
+from typing import Any, Final
 
 from .._compat import _versions
-from .._compat._importhook import after_import
 from .._compat._versions import check, spec
 from .._errors import PRIVATE_API_CHANGED, Unsupported
 from ._codegen import generate_dict_unflatten
 
-_MODULE = "chex._src.dataclass"
+MODULE: Final = "chex._src.dataclass"
 _logger = logging.getLogger(__name__)
 
 
@@ -110,6 +109,14 @@ def _make_register(module: Any, original: Any) -> Any:
             # flatten it.
             seen.add(data_class)
 
+    # It stands in for chex's function, in chex's module: named as that, it pickles
+    # by reference to it (cloudpickle sends a chex dataclass defined in `__main__`
+    # by value, with the chex functions its methods call), and the receiving
+    # process calls whatever chex's module holds there.
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(
+            register_dataclass_type_with_jax_tree_util, name, getattr(original, name)
+        )
     return register_dataclass_type_with_jax_tree_util
 
 
@@ -119,14 +126,14 @@ def _check_shape(module: Any) -> None:
     problems = []
     for name in ("register_dataclass_type_with_jax_tree_util", "_flatten_with_path"):
         if not callable(getattr(module, name, None)):
-            problems.append(f"{_MODULE}.{name}")
+            problems.append(f"{MODULE}.{name}")
     unflatten = getattr(module, "_dataclass_unflatten", None)
     if unflatten is None or tuple(inspect.signature(unflatten).parameters) != (
         "dcls",
         "keys",
         "values",
     ):
-        problems.append(f"{_MODULE}._dataclass_unflatten(dcls, keys, values)")
+        problems.append(f"{MODULE}._dataclass_unflatten(dcls, keys, values)")
     if problems:
         raise Unsupported(
             PRIVATE_API_CHANGED.format(
@@ -148,11 +155,6 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
 
 
 def patch(stack: contextlib.ExitStack) -> None:
-    module = sys.modules.get(_MODULE)
-    if module is not None:
-        _patch_module(module, stack)
-        return
-    if _versions.installed("chex") is None:
-        return
-    check("chex")
-    after_import({_MODULE}, lambda module: _patch_module(module, stack), stack)
+    """Our part of `install()`, once `chex._src.dataclass` is imported (`install()`
+    waits for it: `MODULE`)."""
+    _patch_module(sys.modules[MODULE], stack)

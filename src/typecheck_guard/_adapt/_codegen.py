@@ -216,7 +216,7 @@ def generate_dataclass_functions(
     namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _where=None)
     marked = _compile("marked_unflatten", cls, marked_src, dict(namespace))
     # It calls `cls(**fields)` itself: the hook's caller.
-    marked.__globals__["_where"] = (marked.__code__, 1)
+    marked.__globals__["_where"] = _where(marked, 1)
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
@@ -276,10 +276,21 @@ def generate_marked_unflatten(
     while isinstance(inner, functools.partial):
         inner = inner.func
     inner = getattr(inner, "__func__", inner)
-    namespace["_where"] = (out.__code__, 1 if isinstance(inner, type) else 2)
+    namespace["_where"] = _where(out, 1 if isinstance(inner, type) else 2)
     out.__wrapped__ = fn
     out.__typecheck_guard_plain__ = fn
     return out
+
+
+def _where(wrapper: Any, depth: int) -> tuple[Any, int, str]:
+    """Where the guards find `wrapper`'s frame above a hook (`_unflatten/_guards.py`,
+    row 1): its code, the depth, and a `__module__` that is a string object of its
+    own, which Python 3.12+ reads off a frame without making a frame object
+    (`sys._getframemodulename`). (Equal strings are not the same object: a
+    function of the user's with an equal `__module__` is not taken for ours.)"""
+    token = "".join([wrapper.__module__, ":", wrapper.__qualname__])
+    wrapper.__module__ = token
+    return (wrapper.__code__, depth, token)
 
 
 def without_check(fn: Any) -> tuple[Any, Any, Any]:

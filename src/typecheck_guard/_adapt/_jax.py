@@ -16,8 +16,10 @@ Where a public name in `jax.tree_util` is the funnel itself (up to jax 0.10), we
 that name too: `jax.tree_util.register_pytree_node(...)` looks up `jax.tree_util`'s
 attribute, not `jax._src.tree_util`'s.
 
-One probe at `install()` asks JAX whether its own dataclass unflatten still calls
-`__init__` (jax-ml/jax#34317 proposes that it stop); if it doesn't, patching
+`install()` calls `patch` once JAX is imported: right after `import jax` runs JAX's
+own code, or at once if JAX is imported already (`_compat/_importhook.py`). Then
+one probe asks JAX whether its own dataclass unflatten still calls `__init__`
+(jax-ml/jax#34317 proposes that it stop); if it doesn't, patching
 `register_dataclass` is redundant, and we leave it alone and say so in the log.
 """
 

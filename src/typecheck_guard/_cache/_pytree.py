@@ -4,21 +4,24 @@ jaxtyping checks `PyTree[L]` by decorating a fresh checker and calling it on eve
 node and leaf of the value: milliseconds for a few hundred leaves, on every eager
 call. Whether it passes depends only on what `_reads.py` lists, so we wrap
 `_MetaPyTree.__instancecheck__` (what beartype, typeguard and a bare `isinstance` all
-end in) with a bounded LRU cache whose key is
+end in) with a bounded LRU cache whose key (`_key.py`) is
 
 - the annotation (through its `Reads`, one per annotation, compared by identity, so
   the key does not keep the annotation alive);
 - the treedef of `jax.tree_util.tree_flatten(x)`: node types, dict keys, aux data;
 - per leaf: the aval of a JAX array (its shape, dtype, weak type and sharding in one
   attribute read; JAX interns avals, so comparing them is an identity check), the
-  type, shape and dtype of a NumPy array or any other object with both, and the type
-  of anything else. Every leaf type we cache decides a plain leaf by its type alone,
-  so a float hyperparameter that changes every step still hits, and we hold no
-  reference to user objects. Only a `Literal` reads values: then the key holds the
-  value of each (scalar) leaf, and array leaves make the check uncacheable;
+  type, shape and dtype of a NumPy array or an instance of the annotation's array
+  class, and the type of anything else. Every leaf type we cache decides a plain
+  leaf by its type alone, so a float hyperparameter that changes every step still
+  hits. Only a `Literal` reads values: then the key holds the value of each (scalar
+  or `Enum`) leaf, and array leaves make the check uncacheable;
 - whether a `@jaxtyped` memo is active (without one, every leaf checks against fresh
   dims), and then the memo entries the check reads: bound dims, variadic dims,
   structure names, one `?dim` entry per leaf.
+
+Making, comparing and storing the key runs none of the user's code and keeps none of
+the user's objects alive (`_key.py` says how, and which trees that rules out).
 
 Only passes are stored: a failing check runs again and raises or returns exactly what
 it would without us. A miss runs jaxtyping's own check and records what it did to the
@@ -26,11 +29,17 @@ memo: the entries it wrote into the memo dicts, and, when a failed union alterna
 inside made jaxtyping swap in fresh copies of the dicts (`set_shape_memo`), that it
 did and what the fresh dicts hold. A hit replays exactly that, so later arguments,
 `jaxtyped`'s error messages (which print the memo it pushed) and the return check see
-the same memo as without the cache.
+the same memo as without the cache. A structure name (`PyTree[L, "T"]`) is bound to
+the treedef of the value being checked now, as jaxtyping binds it, not to the one
+the miss saw: the two are equal by the key's rules, which are finer than JAX's, but a
+later comparison with another argument, and the memo an error message prints, see
+the value's own.
 
 Nested checks (inside the flatten of an enclosing `PyTree` check, or under its
-`?dim` leaf path) and checks of tracers run uncached: they depend on state outside
-the key, and run once per trace anyway.
+`?dim` leaf path), checks of tracers, and annotations whose leaf type may match a
+node (where jaxtyping's flatten stops and ours would not) run uncached: they depend
+on state outside the key, run once per trace anyway, or would run the user's flatten
+functions more often than jaxtyping does.
 """
 
 from __future__ import annotations
@@ -39,10 +48,11 @@ import collections
 import threading
 import weakref
 from contextlib import AbstractContextManager
-from enum import Enum
 from typing import Any, Final, NamedTuple
 
 from .._errors import PYTREE_CACHE_UNAVAILABLE, Unsupported
+from . import _key
+from ._key import MISSING, Key
 
 __all__ = [
     "PyTreeCacheInfo",
@@ -72,49 +82,19 @@ class PyTreeCacheInfo(NamedTuple):
 
 
 class _Effects(NamedTuple):
-    inplace: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    # What a check wrote to each of the three memo dicts: dims and variadic dims by
+    # value, the structure names it bound (to the treedef of the value checked).
+    inplace: tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]
     replaced: bool
-    final: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    final: tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]
 
 
-class _Uncacheable(Exception):
-    pass
-
-
-class _Key:
-    # A key that hashes its parts once: a hit then costs one hash and one comparison
-    # of the tree structure and leaf signature (about as much as the flatten that made
-    # them), instead of two of each for `get` and `move_to_end`.
-    __slots__ = ("parts", "hash", "comparable")
-
-    def __init__(self, parts: tuple[Any, ...]):
-        self.parts = parts
-        self.hash = hash(parts)
-        self.comparable = True
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Key):
-            return False
-        try:
-            return self.parts == other.parts
-        except Exception:
-            # Aux data that can't be compared (JAX raises for arrays used as pytree
-            # metadata): "not equal" makes it a miss, which runs the check, and
-            # neither key is kept (see `_miss`).
-            self.comparable = other.comparable = False
-            return False
-
-
-_MISSING: Final = object()
 _UNMODELLED: Final = object()
-_SCALARS: Final = frozenset({int, bool, float, complex, str, bytes, type(None)})
+_UNSTORABLE: Final = object()
 
 _lock = threading.RLock()
 # key -> (the key as stored, so that `move_to_end` finds it by identity; effects).
-_cache: collections.OrderedDict[_Key, tuple[_Key, _Effects | None]] = (
+_cache: collections.OrderedDict[Key, tuple[Key, _Effects | None]] = (
     collections.OrderedDict()
 )
 _hits = 0
@@ -128,10 +108,6 @@ _active = False  # _enabled and patched: read once per check
 _original: Any = None  # what `_MetaPyTree.__instancecheck__` was before us
 _jt: Any = None
 _tree_flatten: Any = None
-_array_impl: Any = None
-_ndarray: Any = None
-_jax_array: Any = None
-_tracer: Any = None
 
 
 # --- the check -----------------------------------------------------------------------
@@ -146,26 +122,19 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
     jt = _jt
     if (
         reads is None
+        or reads.matches_nodes
         or getattr(jt.treepath_storage, "value", None) is not None
         or jt.get_treeflatten_memo()
     ):
         return _original(cls, obj)
     try:
         leaves, treedef = _tree_flatten(obj)
-        sig = _signature(leaves, reads.by_value)
+        memos = jt.get_shape_memo() if jt.has_shape_memo() else None
+        key = _key.make(reads, leaves, treedef, memos)
     except Exception:
-        # Tracers, unhashable leaves, and values JAX cannot flatten (let jaxtyping
-        # say what it says about those).
-        return _original(cls, obj)
-    if jt.has_shape_memo():
-        deps = _deps(reads, jt.get_shape_memo(), treedef) if reads.any_reads else ()
-    else:
-        deps = None
-    try:
-        key = _Key((reads, treedef, sig, deps))
-    except TypeError:
-        # A memo entry put there by someone else, or aux data of a pytree node, that
-        # can't be hashed: such a value is checked every time.
+        # Tracers; leaves, dtypes, node data and memo entries whose hashing or
+        # comparison would run the user's code (`_key.Uncacheable`); values JAX
+        # cannot flatten (let jaxtyping say what it says about those).
         return _original(cls, obj)
     found = _cache.get(key)
     if found is not None:
@@ -176,63 +145,14 @@ def _instancecheck(cls: Any, obj: Any) -> bool:
             pass
         _hits += 1
         if effects is not None:
-            _replay(jt, effects)
+            _replay(jt, effects, treedef)
         return True
     _misses += 1
-    if not key.comparable:
-        with _lock:
-            for stored in [k for k in list(_cache) if not k.comparable]:
-                del _cache[stored]
-    return _miss(cls, obj, reads, key, treedef, deps is not None)
-
-
-def _signature(leaves: list[Any], by_value: bool) -> tuple[Any, ...]:
-    if by_value:
-        return tuple([_value_key(x) for x in leaves])
-    array_impl = _array_impl
-    return tuple([x.aval if type(x) is array_impl else _leaf_key(x) for x in leaves])
-
-
-def _leaf_key(x: Any) -> Any:
-    t = type(x)
-    if x.__class__ is not t:
-        # `isinstance` also consults `__class__`, which proxies fake per instance.
-        raise _Uncacheable
-    if t is _ndarray:
-        return (t, x.shape, x.dtype)
-    if isinstance(x, _jax_array):
-        if isinstance(x, _tracer):
-            raise _Uncacheable
-        return (t, x.aval)
-    shape = getattr(x, "shape", _MISSING)
-    dtype = getattr(x, "dtype", _MISSING)
-    if shape is _MISSING or dtype is _MISSING:
-        # Every leaf type we key (`_reads.py`) checks such a leaf by its type.
-        return t
-    key = (t, shape, dtype)
-    hash(key)
-    return key
-
-
-def _value_key(x: Any) -> Any:
-    t = type(x)
-    if t in _SCALARS or (isinstance(x, Enum) and x.__class__ is t):
-        return (t, x)
-    raise _Uncacheable
-
-
-def _deps(reads: Any, memos: Any, treedef: Any) -> tuple[tuple[Any, ...], ...]:
-    single_names, variadic_names, structure_names = reads.names(treedef.num_nodes)
-    single, variadic, pytree, _ = memos
-    return (
-        tuple([single.get(n, _MISSING) for n in single_names]),
-        tuple([variadic.get(n, _MISSING) for n in variadic_names]),
-        tuple([pytree.get(n, _MISSING) for n in structure_names]),
-    )
+    return _miss(cls, obj, reads, key, treedef, memos is not None)
 
 
 def _miss(
-    cls: Any, obj: Any, reads: Any, key: _Key, treedef: Any, memo_active: bool
+    cls: Any, obj: Any, reads: Any, key: Key, treedef: Any, memo_active: bool
 ) -> bool:
     if not memo_active:
         # Outside `@jaxtyped`, jaxtyping hands out throwaway memos: nothing to replay.
@@ -250,7 +170,7 @@ def _miss(
             # The check wrote where its annotation says it cannot: our model of this
             # jaxtyping is wrong for this annotation. Check it uncached from now on.
             _remember(cls, None)
-        else:
+        elif effects is not _UNSTORABLE:
             _store(key, effects)
     return out
 
@@ -258,11 +178,23 @@ def _miss(
 def _diff(now: dict[str, Any], old: dict[str, Any]) -> Any:
     if len(now) < len(old) or any(k not in now for k in old):
         return _UNMODELLED
-    return {
-        k: v
-        for k, v in now.items()
-        if k not in old or (old[k] is not v and old[k] != v)
-    }
+    # By identity: jaxtyping writes a new object or none, and `!=` on a treedef would
+    # ask its aux data.
+    return {k: v for k, v in now.items() if old.get(k, MISSING) is not v}
+
+
+def _bound_structures(written: dict[str, Any], treedef: Any) -> Any:
+    # jaxtyping binds a structure name to the treedef of its own flatten, which stops
+    # at nodes its leaf type accepts (`None`, in `PyTree[X | None, "T"]`): when that
+    # is the treedef of ours (the same number of nodes and leaves: a node cut short
+    # has fewer nodes under it, or one more leaf), a hit binds the value's own.
+    for bound in written.values():
+        if type(bound) is not type(treedef) or (bound.num_nodes, bound.num_leaves) != (
+            treedef.num_nodes,
+            treedef.num_leaves,
+        ):
+            return _UNSTORABLE
+    return tuple(written)
 
 
 def _effects(jt: Any, reads: Any, memos: Any, before: Any, treedef: Any) -> Any:
@@ -282,27 +214,39 @@ def _effects(jt: Any, reads: Any, memos: Any, before: Any, treedef: Any) -> Any:
             return _UNMODELLED
     if not replaced and not any(inplace):
         return None
+    structures = [_bound_structures(w[2], treedef) for w in (inplace, final)]
+    if _UNSTORABLE in structures:
+        return _UNSTORABLE
+    inplace = (inplace[0], inplace[1], structures[0])
+    final = (final[0], final[1], structures[1])
     return _Effects(inplace, replaced, final)  # pyright: ignore[reportArgumentType]
 
 
-def _replay(jt: Any, effects: _Effects) -> None:
+def _write(memos: Any, written: Any, treedef: Any) -> None:
+    single, variadic, structures = written
+    if single:
+        memos[0].update(single)
+    if variadic:
+        memos[1].update(variadic)
+    for name in structures:
+        memos[2][name] = treedef
+
+
+def _replay(jt: Any, effects: _Effects, treedef: Any) -> None:
     memos = jt.get_shape_memo()
     if effects.replaced:
         fresh = tuple(d.copy() for d in memos)
-    for d, written in zip(memos[:3], effects.inplace, strict=True):
-        if written:
-            d.update(written)
+    _write(memos, effects.inplace, treedef)
     if effects.replaced:
-        for d, written in zip(fresh[:3], effects.final, strict=True):  # pyright: ignore[reportPossiblyUnbound]
-            if written:
-                d.update(written)
+        _write(fresh, effects.final, treedef)  # pyright: ignore[reportPossiblyUnbound]
         jt.set_shape_memo(*fresh)  # pyright: ignore[reportPossiblyUnbound]
 
 
-def _store(key: _Key, effects: _Effects | None) -> None:
-    if not key.comparable:
+def _store(key: Key, effects: _Effects | None) -> None:
+    stored = _key.freeze(key)
+    if stored is None:  # see `_key.py`: checked every time
         return
-    _cache[key] = (key, effects)
+    _cache[stored] = (stored, effects)
     while len(_cache) > MAXSIZE:
         try:
             _cache.popitem(last=False)
@@ -343,10 +287,8 @@ def _remember(cls: Any, reads: Any) -> Any:
 
 
 def _load_tools() -> None:
-    global _jt, _tree_flatten, _array_impl, _ndarray, _jax_array, _tracer
+    global _jt, _tree_flatten
     import jax
-    import jax.core
-    import numpy as np
 
     from .._compat._jaxtyping import load
 
@@ -354,16 +296,9 @@ def _load_tools() -> None:
         jt = load()
     except Unsupported as e:
         raise Unsupported(PYTREE_CACHE_UNAVAILABLE.format(reason=e)) from None
-    try:
-        from jax._src.array import ArrayImpl
-    except ImportError:  # then every JAX array takes the general path below
-        ArrayImpl = None
+    _key.load()
     _jt = jt
     _tree_flatten = jax.tree_util.tree_flatten
-    _array_impl = ArrayImpl
-    _ndarray = np.ndarray
-    _jax_array = jax.Array
-    _tracer = jax.core.Tracer
 
 
 def _update() -> None:

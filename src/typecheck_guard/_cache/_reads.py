@@ -14,7 +14,12 @@ the answer for one node or leaf depends only on
 Anything else (generics such as `list[int]`, `Callable`, protocols, `TypeVar`s,
 forward references, symbolic dims such as `"n+1"`, nested `PyTree`s, array types
 with their own `isinstance`) may read more than we can see, so `analyse` calls it
-opaque, and such checks always run uncached. A check only writes memo entries that it
+opaque, and such checks always run uncached.
+
+jaxtyping also asks the leaf type of every *node* whether it is a leaf (its flatten's
+`is_leaf`): a leaf type that could accept a node (`PyTree[object]`, `PyTree[MyNode]`)
+stops jaxtyping's flatten where ours goes on, into the node's own flatten function.
+`Reads.matches_nodes` says so, and the cache checks such annotations uncached. A check only writes memo entries that it
 has read first (jaxtyping binds a name after looking it up), so the names here are
 also everything a check can write; the cache verifies that on every miss.
 """
@@ -51,6 +56,8 @@ class Reads:
         "treepath_variadic",
         "structure",
         "by_value",
+        "array_types",
+        "matches_nodes",
         "any_reads",
     )
 
@@ -63,6 +70,8 @@ class Reads:
         treepath_variadic: tuple[str, ...],
         structure: str | None,
         by_value: bool,
+        array_types: tuple[type, ...] = (),
+        matches_nodes: bool = False,
     ):
         self.single = single
         self.variadic = variadic
@@ -73,6 +82,11 @@ class Reads:
         # A `Literal` compares leaves by value, so array leaves (whose value we don't
         # key) make such a check uncacheable, and scalar leaves are keyed by value.
         self.by_value = by_value
+        # The classes of the array annotations (`Array` in `Float[Array, "n"]`): the
+        # only leaves whose `shape` and `dtype` jaxtyping reads.
+        self.array_types = array_types
+        # A plain class in the leaf type that a pytree node could be an instance of.
+        self.matches_nodes = matches_nodes
         self.any_reads = bool(
             single or variadic or structures or treepath_single or treepath_variadic
         )
@@ -114,6 +128,17 @@ def _plain_metaclasses() -> tuple[type, ...]:
     return (type, abc.ABCMeta, type(jax.Array))
 
 
+# Leaf classes that no pytree node is an instance of: jaxtyping's `is_leaf` never stops
+# at a node for them. (A class registered as a node that subclasses one of these would
+# be one; JAX's own nodes, flax's, Equinox's and chex's are not.)
+@ft.cache
+def _leaf_only_classes() -> tuple[type, ...]:
+    import jax
+    import numpy as np
+
+    return (int, float, complex, str, bytes, np.ndarray, np.generic, jax.Array)
+
+
 class _Collect:
     def __init__(self) -> None:
         self.single: dict[str, None] = {}
@@ -121,6 +146,8 @@ class _Collect:
         self.treepath_single: dict[str, None] = {}
         self.treepath_variadic: dict[str, None] = {}
         self.by_value = False
+        self.array_types: dict[type, None] = {}
+        self.matches_nodes = False
 
 
 def _is_plain_class(tp: Any) -> bool:
@@ -149,6 +176,7 @@ def _array(tp: Any, jt: Jaxtyping, acc: _Collect) -> None:
     for option in options:
         if not _is_plain_class(option):
             raise Opaque
+        acc.array_types[option] = None
     for dim in dims:
         if any(dim is anonymous for anonymous in jt.anonymous_dims):
             continue
@@ -171,6 +199,8 @@ def _leaftype(tp: Any, jt: Jaxtyping, acc: _Collect) -> None:
         _array(tp, jt, acc)
         return
     if _is_plain_class(tp):
+        if not issubclass(tp, _leaf_only_classes()):
+            acc.matches_nodes = True
         return
     origin = typing.get_origin(tp)
     if origin is Union or origin is types.UnionType:
@@ -178,6 +208,11 @@ def _leaftype(tp: Any, jt: Jaxtyping, acc: _Collect) -> None:
             _leaftype(arg, jt, acc)
         return
     if origin is Literal:
+        for value in typing.get_args(tp):
+            if isinstance(type(value).__eq__, types.FunctionType):
+                # jaxtyping compares every node and leaf with each literal, and an
+                # `__eq__` of the user's would see those calls skipped on a hit.
+                raise Opaque
         acc.by_value = True
         return
     if origin is Annotated:  # jaxtyping's typeguard checks the bare type
@@ -219,4 +254,6 @@ def analyse(annotation: Any, jt: Jaxtyping) -> Reads | None:
         treepath_variadic=tuple(acc.treepath_variadic),
         structure=structure,
         by_value=acc.by_value,
+        array_types=tuple(acc.array_types),
+        matches_nodes=acc.matches_nodes,
     )

@@ -9,11 +9,17 @@
   auxiliary data (`None` for a leaf), what `typecheck_guard.check` walks with.
 - `jax._src.config.disable_jit`: whether `jax.disable_jit()` is in effect (its
   `.value`, ~50 ns).
+- `PyTreeDef.from_node_data_and_children` (jaxlib 0.4.36 spells it
+  `make_from_node_data_and_children`): a treedef from a node's type and data and its
+  children's treedefs, which the `PyTree` cache stores its keys with.
+- `PyTreeDef.__getstate__`, what pickling a treedef reads: every node's data (aux
+  data, dict keys) in one C call, which the `PyTree` cache inspects on every lookup.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 from .._errors import PRIVATE_API_CHANGED, Unsupported
@@ -112,3 +118,61 @@ def make_is_tracing():
         return trace_ctx.trace is not eval_trace
 
     return is_tracing
+
+
+@functools.cache
+def _treedef_builder() -> Any:
+    from jax.tree_util import PyTreeDef
+
+    build = getattr(PyTreeDef, "from_node_data_and_children", None)
+    if build is None:  # jaxlib 0.4.36 names it so
+        build = PyTreeDef.make_from_node_data_and_children
+    return build
+
+
+def treedef_from_node_data(registry: Any, node_data: Any, children: Any) -> Any:
+    """`PyTreeDef.from_node_data_and_children`: the treedef of a node of type
+    `node_data[0]`, with the node data `node_data[1]` and `children` (treedefs), as
+    JAX's own `filter_statics_from_treedef` builds one."""
+    return _treedef_builder()(registry, node_data, children)
+
+
+def _walk_node_data(treedef: Any) -> list[Any]:
+    out = []
+    stack = [treedef]
+    while stack:
+        node = stack.pop()
+        if node.num_nodes == node.num_leaves == 1:
+            continue  # a leaf
+        out.append(node.node_data()[1])
+        stack.extend(node.children())
+    return out
+
+
+@functools.cache
+def _node_data_reader() -> Any:
+    import jax
+
+    # `__getstate__()` is `(registry, [(kind, arity, node data, custom type,
+    # num_leaves, num_nodes), ...])`, one entry per node and leaf, in C. We check that
+    # layout on a known tree, and walk `children()` (one call per node) if it changed.
+    probe = jax.tree_util.tree_structure({"k": (1, None)})
+    third = operator.itemgetter(2)
+    try:
+        found = list(map(third, probe.__getstate__()[1]))
+    except Exception:
+        found = None
+    if found != [None, None, None, ["k"]]:
+        return _walk_node_data
+
+    def read(treedef: Any) -> Any:
+        return list(map(third, treedef.__getstate__()[1]))
+
+    return read
+
+
+def treedef_node_data(treedef: Any) -> list[Any]:
+    """The node data of every node of `treedef` (`None` for a leaf, a list, a tuple
+    or `None` itself), in some order: aux data of custom nodes, key lists of dicts,
+    the class of a namedtuple."""
+    return _node_data_reader()(treedef)

@@ -4,7 +4,6 @@ README."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 from typing import Final
 
@@ -67,6 +66,10 @@ def spec(package: str) -> str:
 
 
 def installed(package: str) -> str | None:
+    # Imported here: `importlib.metadata` costs a few milliseconds, and `install()`
+    # checks versions only when a library is imported.
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:

@@ -7,7 +7,9 @@ program's typecheck time goes). All import JAX lazily, so `--help` is instant.
 
 `run` and `profile` take the program's command line as `python` does: everything
 after the script (or after `-m module`) is the program's, so we split it off before
-argparse sees it (`_runner.split_command`).
+argparse sees it (`_runner.split_command`). `run` then becomes `python` itself
+(`_runner.replace_process`), and `profile` runs the program in this process
+(`_runner.run_program`).
 
 `--json PATH` is one convention for `scan`, `profile` and `bench`: a file, or `-`
 for standard output, which then holds the JSON alone (`_output`). Ctrl-C ends
@@ -156,10 +158,10 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         "run",
         help="run a Python program with typecheck_guard.install() in effect",
         usage=f"{PROG} run [-h] (script.py | -m module) [args ...]",
-        description="Call typecheck_guard.install(), then run the program exactly as "
-        "`python script.py args...` or `python -m module args...` would (sys.argv, "
-        "__main__, sys.path[0], exit code): its pytree classes unflatten without "
-        "re-running their typechecks, with no change to its code.",
+        description="Run `python script.py args...` or `python -m module args...` "
+        "itself (the same interpreter and options), with typecheck_guard.install() "
+        "in effect from the program's first line: its pytree classes unflatten "
+        "without re-running their typechecks, with no change to its code.",
     )
     run.add_argument("program", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -316,15 +318,22 @@ def _install() -> None:
     from .._startup import propagate
 
     with warnings.catch_warnings():
-        # Nothing of the program's is registered yet; classes registered by the
-        # libraries imported so far are not the user's to fix.
+        # Nothing of the program's is registered yet (and `install()` imports
+        # nothing); classes registered by libraries imported so far are not the
+        # user's to fix.
         warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
         typecheck_guard.install()
     propagate()
 
 
-def _program(command: str, argv: list[str]) -> int:
-    from ._runner import ProgramError, check, run_program, split_command
+def _program(command: str, argv: list[str], process: bool) -> int:
+    from ._runner import (
+        ProgramError,
+        check,
+        replace_process,
+        run_program,
+        split_command,
+    )
 
     try:
         ours, program = split_command(command, argv, _TAKES_VALUE[command])
@@ -338,8 +347,15 @@ def _program(command: str, argv: list[str]) -> int:
     except ProgramError as e:
         return _error(command, str(e))
     if command == "run":
+        if process:
+            # `python` itself, with the start-up hook calling `install()`; returns
+            # only where that can't be done, and we run the program here.
+            from .._startup import propagate
+
+            propagate()
+            replace_process(program)
         _install()
-        return run_program(program, command)
+        return run_program(program, command, process=process)
     if (problem := _outputs(command, args)) is not None:
         return _error(command, problem)
     from .._profile._api import Profile
@@ -354,7 +370,7 @@ def _program(command: str, argv: list[str]) -> int:
     # With `--json -`, standard output holds the JSON alone: the program's output
     # goes to stderr, with the report.
     with stdout_to_stderr(is_stdout(args.json)), prof:
-        code = run_program(program, command)
+        code = run_program(program, command, process=process)
     top = args.top or None
     sys.stdout.flush()
     print(format_text(prof, top=top, more="--top 0 lists them all"), file=sys.stderr)
@@ -371,9 +387,9 @@ def _program(command: str, argv: list[str]) -> int:
     return code
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], process: bool) -> int:
     if argv and argv[0] in _TAKES_VALUE:
-        return _program(argv[0], argv[1:])
+        return _program(argv[0], argv[1:], process)
     args = _parse(argv)
     if args.command == "scan":
         return _scan(args)
@@ -381,15 +397,25 @@ def _main(argv: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code.
+
+    Without `argv`, this is the `typecheck-guard` command, and its process is the
+    program's: `run` replaces it with `python` running the program, and a program
+    that `profile` (or `run`, where it can't replace the process) ran and that
+    ended with an uncaught `KeyboardInterrupt` ends it by SIGINT, as python does.
+    Given `argv` (a list of arguments), everything runs in this process, and
+    `main` returns.
+    """
+    process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     from .._startup import VARIABLE, restore
+    from ._runner import Interrupted, end_as_interrupted
 
     # `run` and `profile --install` set it for the program's processes; a caller
     # of `main()` in its own process gets its environment back.
     variable = os.environ.get(VARIABLE)
     try:
-        code = _main(argv)
+        code = _main(argv, process)
         # Output still buffered would otherwise meet a closed pipe at exit, where
         # Python can only print "Exception ignored".
         sys.stdout.flush()
@@ -407,4 +433,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
     finally:
         restore(variable)
+    if process and isinstance(code, Interrupted):
+        end_as_interrupted()
     return code

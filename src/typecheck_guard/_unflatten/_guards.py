@@ -151,7 +151,7 @@ class _Plan:
         "track",
     )
 
-    def __init__(self, owner: type, name: str, checked: Any, unchecked: Any):
+    def __init__(self, owner: Any, name: str, checked: Any, unchecked: Any):
         self.owner = owner
         self.name = name
         self.checked = checked
@@ -170,15 +170,18 @@ class _Plan:
         self.memo = _outer_memo_probe(checked)
         # The class that owns the guarded method is almost always the one
         # unflattened: its fields and its unflatten are looked up once, not per call.
-        self.own_fields = _fields.get(owner)
-        self.where = _wheres.get(owner)
+        self.own_fields = None if owner is None else _fields.get(owner)
+        self.where = None if owner is None else _wheres.get(owner)
         # Whether a construction row 1 skips must name its instance for row 2: when
         # the class has another guarded hook that its body may call (set by
         # `guard_class`).
         self.track = name != "__init__"
 
     def __reduce__(self) -> Any:
-        return (_Plan, (self.owner, self.name, self.checked, self.unchecked))
+        # Not the class: pickling a method must not take its class along, as a
+        # plain function's pickle does not. A plan rebuilt without it looks its
+        # class's facts up by `type(self)`, as for a subclass.
+        return (_Plan, (None, self.name, self.checked, self.unchecked))
 
 
 def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
@@ -188,12 +191,12 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     the instance is whatever came first, as the method receives it. Rows 1 and 2 are
     inline (they run on every node JAX rebuilds); the rest is `_decide`."""
     plan = _Plan(cls, name, checked, unchecked)
-    owner = cls
     marks = _state.marks
     getframe = sys._getframe
     decide = _decide
     from_unflatten = _from_unflatten
     where_of = _where_of
+    modulename = getattr(sys, "_getframemodulename", None)  # Python 3.12+
     memo = plan.memo
 
     def guard(*args: Any, **kwargs: Any) -> Any:
@@ -204,21 +207,24 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         kind = type(self)
         # Row 1: JAX's registry is running `install()`'s unflatten of exactly
         # `type(self)`, and this hook is called from that unflatten's own code.
-        # `where` is `(code, depth)`: the code of our wrapper, and how far up its
+        # `where` is `(code, depth, token)`: the code of our wrapper, how far up its
         # frame is when the class's own unflatten calls the hook itself (the fast
-        # case); otherwise we walk up to it, and a constructor hook on the way makes
-        # this a construction nested in another one: no row 1.
-        where = plan.where if kind is owner else where_of(kind)
+        # case), and the wrapper's `__module__`, a string object of its own, which
+        # Python 3.12+ reads off that frame without making a frame object;
+        # otherwise we walk up to it, and a constructor hook on the way makes this
+        # a construction nested in another one: no row 1.
+        where = plan.where if kind is plan.owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
-                frame = getframe(where[1])
+                if modulename is not None:
+                    ours = modulename(where[1]) is where[2]
+                else:
+                    ours = getframe(where[1]).f_code is where[0]
             except ValueError:  # the stack is not that deep: no unflatten
-                frame = None
-            if frame is not None and (
-                frame.f_code is where[0] or from_unflatten(getframe(1), where[0])
-            ):
+                ours = False
+            if ours or from_unflatten(getframe(1), where[0]):
                 if not plan.track:
-                    return unchecked(*args, **kwargs)
+                    return unchecked(*args, **kwargs) if kwargs else unchecked(*args)
                 state = marks.state
                 building = state[0]
                 state[0] = self
@@ -235,7 +241,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
-def _where_of(cls: type) -> tuple[Any, int] | None:
+def _where_of(cls: type) -> tuple[Any, int, str] | None:
     # A module-level function, not a closure over the weak dictionary: a guard's
     # closure holds only what pickles (cloudpickle sends a class defined in
     # `__main__` by value, guards included).
@@ -275,10 +281,11 @@ def unflattening(frame: Any) -> type | None:
     return None
 
 
-def register_wrapper(cls: type, where: tuple[Any, int]) -> None:
-    """`where = (code, depth)`: the code of the wrapper `install()` registered for
-    `cls`, and how far above a hook its frame is when `cls`'s unflatten calls that
-    hook directly. Row 1 of `cls`'s guards looks for that frame."""
+def register_wrapper(cls: type, where: tuple[Any, int, str]) -> None:
+    """`where = (code, depth, token)`: the code of the wrapper `install()`
+    registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
+    calls that hook directly, and the wrapper's `__module__` (a string object of its
+    own). Row 1 of `cls`'s guards looks for that frame."""
     with lock:
         _wheres[cls] = where
         _wrapper_classes[where[0]] = cls
@@ -341,8 +348,10 @@ def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     __tracebackhide__ = True
     global _tracing, _jit_disabled
     checked = plan.checked
-    if _state.block.get() is None and not _state.dispatch.depth:
-        return checked(*args, **kwargs)  # row 3
+    if not _state.dispatch.depth:
+        block = _state.block.get()
+        if block is None or not _state.inside(block, sys._getframe(2)):
+            return checked(*args, **kwargs)  # row 3
     if _tracing is None:
         from .._compat._jax import make_is_tracing, make_jit_disabled
 
@@ -391,19 +400,40 @@ def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return out
 
 
+# What a function of ours reads as when it stands in for another. `__defaults__` and
+# `__kwdefaults__` too: ours take only `*args, **kwargs`, which no default applies
+# to, so the copies change no call, and the attributes read as the original's.
+_READ_AS_THE_ORIGINAL = (
+    "__module__",
+    "__name__",
+    "__qualname__",
+    "__doc__",
+    "__annotations__",
+    "__defaults__",
+    "__kwdefaults__",
+)
+
+
+def stand_in(wrapper: Any, original: Any) -> Any:
+    """`functools.wraps` for our `(*args, **kwargs)` wrappers: the original's names,
+    docstring, annotations and defaults, its `__dict__` copied, and `__wrapped__`."""
+    for name in _READ_AS_THE_ORIGINAL:
+        try:
+            setattr(wrapper, name, getattr(original, name))
+        except (AttributeError, TypeError):
+            pass
+    wrapper.__dict__.update(getattr(original, "__dict__", {}))
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
 def _stand_in(guard: Any, checked: Any) -> None:
     """Make `guard` look like `checked` where it replaces it: its name, docstring and
     annotations, and the very same attribute dictionary. Whatever you set on
     `Cls.__init__` lands where it did without us: jaxtyping's wrapper reads
     `__no_type_check__` on itself at every call, and with a copy it would check on.
     (So we keep what we know of a guard in its closure, not in attributes.)"""
-    for name in (
-        "__module__",
-        "__name__",
-        "__qualname__",
-        "__doc__",
-        "__annotations__",
-    ):
+    for name in _READ_AS_THE_ORIGINAL:
         try:
             setattr(guard, name, getattr(checked, name))
         except (AttributeError, TypeError):

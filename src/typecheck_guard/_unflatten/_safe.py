@@ -21,7 +21,7 @@ import inspect
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, Final, TypeVar, overload
 
 from .._errors import NOT_CALLABLE
 from . import _state
@@ -30,6 +30,7 @@ from ._guards import (
     guard_class,
     register_dataclass_fields,
     register_unflatten,
+    stand_in,
 )
 from ._records import builds_with_new, is_ours, unflatten_of
 
@@ -111,7 +112,7 @@ class _Context:
 
     def __enter__(self) -> None:
         _sync()
-        _state.enter()
+        _state.enter(2)  # the `with` statement's frame
 
     def __exit__(self, *exc: Any) -> None:
         _state.exit()
@@ -166,21 +167,38 @@ class _GuardedCall:
             dispatch.depth -= 1
 
     def __getattr__(self, name: str) -> Any:
-        # `lower`, `trace`, `eval_shape`, ...: JAX rebuilds the arguments' and
-        # outputs' trees with placeholder leaves there too.
         try:
             fn = object.__getattribute__(self, "_typecheck_guard_jitted")
         except AttributeError:  # not set yet (`copy`, unpickling)
             raise AttributeError(name) from None
-        return _in_block(getattr(fn, name))
+        value = getattr(fn, name)
+        # `lower`, `trace`, `eval_shape`: JAX rebuilds the arguments' and outputs'
+        # trees with placeholder leaves there, and in the stages they return. Every
+        # other attribute (`clear_cache`, `_cache_size`, `_fun`, ...) is the jitted
+        # function's own, as it is.
+        return _in_block(value) if name in _AOT else value
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        # What a jitted function does as a class attribute: itself on the class, a
-        # bound method on an instance (`__self__`, `__func__`, and every attribute
-        # of ours through it).
-        if obj is None:
+        # What the jitted function does as a class attribute, with ourselves in its
+        # place: `jax.jit`'s binds a `types.MethodType` (`__self__`, `__func__`, and
+        # every attribute of ours through it), Equinox's `filter_jit` an
+        # `equinox.Partial` (a pytree). One we don't know is bound as it binds
+        # itself: its calls then check, as without us.
+        fn = self._typecheck_guard_jitted
+        get = getattr(type(fn), "__get__", None)
+        if get is None:
             return self
-        return types.MethodType(self, obj)
+        bound = get(fn, obj, objtype)
+        if bound is fn:
+            return self
+        if isinstance(bound, types.MethodType) and bound.__func__ is fn:
+            return types.MethodType(self, bound.__self__)
+        if getattr(bound, "func", None) is fn:
+            try:
+                return type(bound)(self, *bound.args, **bound.keywords)
+            except Exception:
+                pass
+        return bound
 
     def __reduce__(self) -> Any:
         return (unflatten_safe, (self._typecheck_guard_jitted,))
@@ -192,7 +210,11 @@ class _GuardedCall:
         return _GuardedCall(copy.deepcopy(self._typecheck_guard_jitted, memo))
 
     def __repr__(self) -> str:
-        return f"typecheck_guard.unflatten_safe({self._typecheck_guard_jitted!r})"
+        return repr(self._typecheck_guard_jitted)
+
+
+# The jitted function's methods that trace, lower or evaluate shapes.
+_AOT: Final = frozenset({"lower", "trace", "eval_shape"})
 
 
 def _in_block(value: Any) -> Any:
@@ -214,7 +236,7 @@ def _in_block(value: Any) -> Any:
         return value
     if callable(value):
 
-        @ft.wraps(value)
+        @ft.partial(stand_in, original=value)
         def in_block(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
             _sync()
@@ -343,7 +365,7 @@ def unflatten_safe(fn: Any = None, /) -> Any:
     if inspect.iscoroutinefunction(fn):
         return _coroutine(fn)
 
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -363,7 +385,7 @@ def unflatten_safe(fn: Any = None, /) -> Any:
 
 
 def _generator(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -401,7 +423,7 @@ def _generator(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
     # A coroutine is resumed by its own task's event loop, in that task's context: a
     # block entered inside it stays with it across `await`s and no other task sees it.
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()
@@ -415,7 +437,7 @@ def _coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _async_generator(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @ft.wraps(fn)
+    @ft.partial(stand_in, original=fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         _sync()

@@ -5,7 +5,9 @@
   `__post_init__` and `__setattr__` (and a base class's `__init__`) are part of that
   unflatten, and nothing else is.
 - `block`: inside `with unflatten_safe()` / an `@unflatten_safe` function, a context
-  variable, so that a block spanning `await`s stays with its asyncio task.
+  variable, so that a block spanning `await`s stays with its asyncio task, naming
+  the frame it covers: a `with` block in a generator's body leaves the variable set
+  in its caller while the generator is suspended, and the caller is not in it.
 - `dispatch.depth`: inside `unflatten_safe(jitted_fn)(...)`.
 
 "JAX is unflattening class C" (`install()`'s evidence) is no state of ours: it is the
@@ -24,8 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any, Final, NamedTuple
 
 __all__ = [
@@ -67,6 +71,11 @@ dispatch = _Dispatch()
 
 class Block(NamedTuple):
     parent: Block | None
+    frame: FrameType
+    """The frame whose code the block covers (a `with` statement's, or our
+    wrapper's): a context variable set in a generator's body stays set in its
+    caller while the generator is suspended, and the caller's code is not in the
+    block. `inside` asks whether this frame is on the stack."""
 
 
 block: contextvars.ContextVar[Block | None] = contextvars.ContextVar(
@@ -74,8 +83,25 @@ block: contextvars.ContextVar[Block | None] = contextvars.ContextVar(
 )
 
 
-def enter() -> None:
-    block.set(Block(block.get()))
+def enter(depth: int = 1) -> None:
+    """Enter a block covering the code of the frame `depth` levels above this call
+    (1: the caller's own code)."""
+    block.set(Block(block.get(), sys._getframe(depth)))
+
+
+def inside(current: Block, frame: FrameType | None) -> bool:
+    """Whether code running at `frame` is in `current` (or a block it is nested
+    in): one of their frames is on the stack at or above `frame`."""
+    frames = set()
+    b: Block | None = current
+    while b is not None:
+        frames.add(id(b.frame))
+        b = b.parent
+    while frame is not None:
+        if id(frame) in frames:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def exit() -> None:

@@ -40,6 +40,14 @@ from .._compat._checkers import peel
 __all__ = ["VerdictCache", "cacheable", "signature"]
 
 
+def _check_structure(treedef: Any) -> None:
+    from .._cache import _key
+
+    if _key._node_data is None:
+        _key.load()
+    _key.check_structure(treedef)
+
+
 @ft.cache
 def _leaf_tools() -> tuple[Any, Any, Any, tuple[type, ...]]:
     import jax
@@ -104,6 +112,11 @@ def signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # `__post_init__` has not set yet; JAX sorts dict keys that may not compare):
         # whatever fails here makes the call uncacheable, never an error of ours.
         leaves, treedef = tree_flatten((args, kwargs))
+        # A lookup compares the treedef with stored ones, and JAX compares node
+        # data (aux data, dict keys) with `==`: one whose `__eq__` is the user's
+        # would run at every lookup. Such a call is checked, uncached (the PyTree
+        # cache's rule, `_cache/_key.py`).
+        _check_structure(treedef)
         # A JAX array is keyed by its aval alone (shape, dtype, weak type; nothing
         # else is a bare aval in a key, so none can be taken for one): no call and
         # no tuple per array leaf, which is most of them.
