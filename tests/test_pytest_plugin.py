@@ -341,6 +341,41 @@ def test_off_imports_and_patches_nothing(pytester: pytest.Pytester):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("mode", ["warn", "strict"])
+def test_warn_and_strict_import_nothing_before_conftest(
+    pytester: pytest.Pytester, mode: str
+):
+    # A fresh interpreter: a conftest that configures JAX through the environment,
+    # as JAX's docs say (before anything imports it), gets what it set, and the
+    # guard still watches the jitted calls the tests make. (jaxtyping is imported
+    # by pytest itself, through jaxtyping's own plugin.)
+    pytester.makeconftest(
+        """
+        import os, sys
+
+        IMPORTED = sorted(m for m in ("jax", "equinox", "flax") if m in sys.modules)
+        os.environ["JAX_ENABLE_X64"] = "1"
+        """
+    )
+    pytester.makepyfile(
+        test_env="""
+        import jax
+        import jax.numpy as jnp
+
+        from conftest import IMPORTED
+
+        def test_configured():
+            assert IMPORTED == []
+            assert jnp.ones(1).dtype == jnp.float64
+            assert type(jax.jit(lambda x: x)).__name__ == "Jitted"
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        f"--typecheck-guard={mode}", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+
+
 def test_ini_mirror(pytester: pytest.Pytester):
     pytester.makepyfile(test_marked=MARKED)
     pytester.makeini("[pytest]\ntypecheck_guard = strict\n")

@@ -5,6 +5,32 @@ from __future__ import annotations
 
 from typing import Final
 
+
+class UnadaptedClassesWarning(UserWarning):
+    """`install()` found registered classes that still run a typecheck on unflatten
+    (at `install()`, for the classes registered before it; at a class's first
+    rebuild, for a check a decorator that is not a checker keeps in place)."""
+
+
+UnadaptedClassesWarning.__module__ = "typecheck_guard"
+
+UNSKIPPABLE_CHECK: Final = (
+    "typecheck_guard: JAX is rebuilding {cls}, and {method} runs its typecheck: "
+    "a decorator that is not a checker wraps it above its checker ({checker}): "
+    "{wrapper} (defined at {where}). install() leaves the check in place, since "
+    "skipping it would skip that decorator too (so would unflatten_safe), and it runs "
+    "on every rebuild of a {name}: every call of a jitted function that returns one, "
+    "every tree operation over one. Apply that decorator below the checker, so that "
+    "the checker is the outermost layer of {method} (`@jaxtyped(typechecker="
+    "...)` above it){rebuild_fix}."
+)
+
+UNSKIPPABLE_REBUILD_FIX: Final = (
+    "; or, if the decorator need not run when JAX rebuilds a {name}, build the "
+    "instance with object.__new__ in {name}.tree_unflatten instead of calling "
+    "{name}(...)"
+)
+
 NOT_A_CLASS: Final = (
     "typecheck_guard.register_dataclass expects a class, got {obj!r}. Write\n"
     "\n"

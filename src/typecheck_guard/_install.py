@@ -10,6 +10,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ._errors import UnadaptedClassesWarning
+
 __all__ = [
     "install",
     "installed",
@@ -17,10 +19,6 @@ __all__ = [
     "PartsDisabledWarning",
     "UnadaptedClassesWarning",
 ]
-
-
-class UnadaptedClassesWarning(UserWarning):
-    """`install()` found registered classes that still run a typecheck on unflatten."""
 
 
 class PartsDisabledWarning(UserWarning):

@@ -156,6 +156,8 @@ def test_field_names_that_a_guard_might_use(typecheck, name):
     assert [v for _, _, v in plain[0]] == [3, 5, 7]
 
 
+# A check install() can't skip: it warns (tests/adapt/test_unskippable.py).
+@pytest.mark.filterwarnings("ignore::typecheck_guard.UnadaptedClassesWarning")
 def test_a_wrapper_whose_wrapped_signature_differs(typecheck):
     # `functools.wraps` makes `inspect.signature` report the wrapped function's
     # parameters, but the wrapper takes `*args, **kwargs` and hands them on: a
@@ -547,6 +549,8 @@ def test_the_jitted_proxy_copies_and_pickles_as_the_jitted_function():
 # --- memo effects: a skipped check's dimensions are still bound -----------------------
 
 
+# A check install() can't skip: it warns (tests/adapt/test_unskippable.py).
+@pytest.mark.filterwarnings("ignore::typecheck_guard.UnadaptedClassesWarning")
 def test_a_rebuild_inside_a_jaxtyped_function_binds_its_dimensions(typecheck):
     # `typecheck` directly on the class (no `@jaxtyped` of its own) checks against
     # the memo of the enclosing `@jaxtyped` function: plain JAX's rebuild binds `n`

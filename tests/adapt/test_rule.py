@@ -232,6 +232,8 @@ def test_unadapted_scan_and_install_give_one_answer(typecheck):
     assert typecheck.calls == 0  # the unflatten ran __post_init__, not the check
 
 
+# A check install() can't skip: it warns (tests/adapt/test_unskippable.py).
+@pytest.mark.filterwarnings("ignore::typecheck_guard.UnadaptedClassesWarning")
 def test_a_decorator_above_the_check_is_reported_the_same_everywhere(
     installed, typecheck
 ):

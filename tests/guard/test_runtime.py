@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import types
 from typing import Any
 
 import equinox as eqx
@@ -24,8 +25,8 @@ from jax.experimental import io_callback
 from jaxtyping import Array, ArrayLike, Float, PyTree, jaxtyped
 
 import typecheck_guard
-from helpers import make_chex
-from typecheck_guard._guard import _detect, _watch
+from helpers import make_chex, passthrough
+from typecheck_guard._guard import _detect, _jitwrap, _watch
 from typecheck_guard._guard._watch import _level
 
 allow_checks = pytest.mark.allow_runtime_typechecks
@@ -103,6 +104,43 @@ def _line_of(snippet: str) -> int:
             if snippet in line and "_line_of" not in line:
                 return number
     raise AssertionError(snippet)
+
+
+@allow_checks
+def test_a_check_no_fix_of_ours_can_skip_says_so(typecheck):
+    # A decorator that is not a checker above the check: neither install() nor
+    # unflatten_safe can skip it, and the error says what can.
+    @jax.tree_util.register_pytree_node_class
+    class Logged:
+        @passthrough
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+        def tree_flatten(self):
+            return (self.x,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    step = jax.jit(lambda s: s)
+    state = _cached(step, Logged(jnp.ones(2)))
+    with typecheck_guard.runtime_checks("disallow"):
+        with pytest.raises(typecheck_guard.RuntimeTypecheckError) as info:
+            step(state)
+    name = "test_runtime.test_a_check_no_fix_of_ours_can_skip_says_so.<locals>"
+    assert (
+        f"JAX rebuilds {name}.Logged through its constructor when it unflattens the "
+        f"inputs or outputs of jax.jit({name}.<lambda>), and its check runs on every "
+        f"call: {name[len('test_runtime.') :]}.Logged.__init__ has a decorator that is "
+        "not a typechecker (test_runtime.passthrough.<locals>.passing) above its "
+        "check, and the check can't "
+        "be skipped without skipping that decorator too. Neither install() nor "
+        "unflatten_safe can skip it. Apply that decorator below the checker, so that "
+        "the checker is the outermost layer (`@jaxtyped(typechecker=...)` above it).\n"
+    ) in str(info.value)
+    assert "Call typecheck_guard.install()" not in str(info.value)
 
 
 @allow_checks
@@ -439,10 +477,10 @@ def test_wrapped_callables_keep_their_api():
         return x + n
 
     jitted = jax.jit(add, static_argnums=1)
-    assert jitted.__wrapped__.__wrapped__ is add  # ours, then JAX's
+    assert type(jitted) is _jitwrap.Jitted
+    assert jitted.__wrapped__ is add  # as JAX's own
     assert jitted.lower(1.0, 2).compile()(1.0) == 3.0
     assert jitted(1.0, 2) == 3.0
-    assert "watched by typecheck_guard" in repr(jitted)
 
     @jax.jit(static_argnames="n")  # the decorator-factory form
     def add2(x, n):
@@ -469,6 +507,148 @@ def test_wrapped_callables_keep_their_api():
     assert model.method(1.0) == 2.0 and model.filtered(1.0) == 3.0
     # An already-jitted callable given to another transform works as before.
     assert eqx.filter_jit(jax.jit(lambda x: x + 1))(1.0) == 2.0
+
+
+def _double(x, y=2.0):
+    """Doubles."""
+    return x * y
+
+
+def _original(factory):
+    """The factory as JAX (Equinox, Flax) ships it: the suite runs with the guard's
+    patches on."""
+    return getattr(factory, "__typecheck_guard_original__", factory)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [jax.jit, jax.pmap, eqx.filter_jit, nnx.jit],
+    ids=["jax.jit", "jax.pmap", "equinox.filter_jit", "flax.nnx.jit"],
+)
+def test_a_watched_jitted_callable_is_the_callable_it_wraps(factory):
+    import copy
+    import inspect
+
+    import cloudpickle
+
+    ours, plain = factory(_double), _original(factory)(_double)
+    assert type(ours) is _jitwrap.Jitted  # the one thing that tells them apart
+    inner = ours._typecheck_guard_jitted
+    assert type(inner) is type(plain)
+    names = ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__")
+    for name in (*names, "__annotations__"):
+        assert getattr(ours, name) == getattr(plain, name), name
+    assert ours.__wrapped__ is _double
+    assert inspect.signature(ours) == inspect.signature(plain)
+    assert repr(ours) == repr(inner)
+    assert ours == inner and hash(ours) == hash(inner)
+    assert dir(ours) == dir(inner)
+    # Attributes are the callable's, set and deleted there too (or refused, as
+    # Equinox's frozen wrapper refuses them).
+    try:
+        plain.note = "set"
+    except Exception as error:
+        with pytest.raises(type(error)):
+            ours.note = "set"
+    else:
+        ours.note = "set"
+        assert inner.note == "set"
+        del ours.note
+        assert not hasattr(inner, "note")
+
+    # Bound as a method, as the callable binds.
+    class Model:
+        method = ours
+        plain_method = plain
+
+    model = Model()
+    assert Model.method is ours
+    bound, plain_bound = model.method, model.plain_method
+    assert type(bound) is type(plain_bound)
+    if isinstance(plain_bound, types.MethodType):
+        assert bound.__self__ is model and bound.__func__ is ours
+    x = jnp.ones((1, 2))
+
+    # Pickled as the callable: unpickled, it is the callable, and what the callable
+    # can't pickle (or call once unpickled) fails the same way.
+    def round_trip(pickler, jitted):
+        try:
+            restored = pickle.loads(pickler.dumps(jitted))
+            return type(restored), restored(x).tolist()
+        except Exception as error:
+            return type(error)
+
+    for pickler in (pickle, cloudpickle):
+        assert round_trip(pickler, ours) == round_trip(pickler, plain), pickler
+
+    # A copy is the callable's copy, watched (and it calls as that copy calls:
+    # Flax NNX's copies can't be called outside the original's context).
+    def outcome(call):
+        try:
+            return call(x).tolist()
+        except Exception as error:
+            return type(error)
+
+    for how in (copy.copy, copy.deepcopy):
+        copied = how(ours)
+        assert type(copied) is _jitwrap.Jitted
+        assert outcome(copied) == outcome(how(plain))
+
+
+def test_switching_on_imports_nothing():
+    # A fresh interpreter: what the program sets after `runtime_checks(...)` and
+    # before it imports JAX and jaxtyping (their documented switches) takes effect,
+    # the guard watches what it jits, and the libraries it patched on import have
+    # their own loaders (`importlib.resources`, `pkgutil.get_data` read them).
+    code = (
+        "import os, sys, logging, typecheck_guard\n"
+        "typecheck_guard.runtime_checks('log')\n"
+        "libraries = ('jax', 'jaxtyping', 'beartype', 'typeguard', 'equinox', 'flax')\n"
+        "print(sorted(m for m in libraries if m in sys.modules))\n"
+        "os.environ['JAX_ENABLE_X64'] = '1'\n"
+        "os.environ['JAXTYPING_DISABLE'] = '1'\n"
+        "import jax, jax.numpy as jnp, jaxtyping\n"
+        "print(jnp.ones(1).dtype, jaxtyping.config.jaxtyping_disable)\n"
+        "print(type(jax.jit(lambda x: x)).__name__)\n"
+        "import importlib.util, equinox, flax.nnx\n"
+        "print({type(m.__loader__).__name__ for m in (jax, equinox, flax.nnx)},\n"
+        "      {type(m.__spec__.loader).__name__ for m in (jax, equinox, flax.nnx)},\n"
+        "      type(importlib.util.find_spec('equinox').loader).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:4] == [
+        "[]",
+        "float64 True",
+        "Jitted",
+        "{'SourceFileLoader'} {'SourceFileLoader'} SourceFileLoader",
+    ]
+
+
+@allow_checks
+def test_libraries_imported_after_switching_on_are_watched(typecheck):
+    # A fresh interpreter, the guard on before anything is imported: checks are
+    # recognised (jaxtyping, beartype and typeguard read as they are imported).
+    code = (
+        "import typecheck_guard\n"
+        "with typecheck_guard.runtime_checks('disallow'):\n"
+        "    import jax, jax.numpy as jnp\n"
+        "    from beartype import beartype\n"
+        "    from flax import struct\n"
+        "    from jaxtyping import Array, Float, PyTree, jaxtyped\n"
+        "    @jaxtyped(typechecker=beartype)\n"
+        "    @struct.dataclass\n"
+        "    class Node:\n"
+        "        params: PyTree[Float[Array, '...']]\n"
+        "    step = jax.jit(lambda n: n)\n"
+        "    try:\n"
+        "        step(Node({'a': jnp.ones(2)}))\n"
+        "    except typecheck_guard.RuntimeTypecheckError as error:\n"
+        "        print(error.checked.rsplit('.', 2)[-2:], error.checker)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['Node', '__init__'] jaxtyping with beartype"
 
 
 def test_error_pickles_under_its_public_name():
@@ -763,6 +943,50 @@ def test_reported_time_excludes_the_checked_functions_body(
     assert clock.now >= 3.0  # the bodies ran
     for count, seconds, _, first_seconds in totals.values():
         assert count > 0 and seconds == first_seconds == 0.0
+
+
+def _closure(fn):
+    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+
+
+def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
+    # On 3.11 the guard times the body of a jaxtyped function run inside a host
+    # callback through what jaxtyping's closure calls (`_guard/_entries.py`).
+    # What a program can reach of it is the function: cloudpickle (which pickles a
+    # local or `__main__` function's closure by value) writes the function, the
+    # function is not kept alive by us, and nothing of ours is left once we stop.
+    import gc
+    import weakref
+
+    import cloudpickle
+
+    def make():
+        @jaxtyped(typechecker=beartype)
+        def progress(x: Float[ArrayLike, ""]) -> None:
+            pass
+
+        return progress
+
+    progress = make()
+    impl = _closure(progress)["wrapped_fn_impl"].cell_contents
+    body = progress.__wrapped__
+    with typecheck_guard.runtime_checks("log"):
+        _in_a_loop("jax.pure_callback", progress, times=2)(jnp.zeros(()))
+        jax.effects_barrier()
+    hooked = _closure(impl)["fn"].cell_contents
+    if sys.version_info < (3, 12):
+        assert type(hooked).__name__ == "_Body"  # ours, in place
+    else:
+        assert hooked is body  # sys.monitoring needs no hook
+    pickled = cloudpickle.dumps(impl)
+    assert b"typecheck_guard" not in pickled
+    fn = _closure(pickle.loads(pickled))["fn"].cell_contents
+    assert type(fn) is type(body) and fn.__qualname__ == body.__qualname__
+    dropped = (weakref.ref(progress), weakref.ref(body))
+    del progress, impl, body, hooked, fn
+    jax.clear_caches()  # JAX's compiled callback holds it
+    gc.collect()
+    assert [ref() for ref in dropped] == [None, None]
 
 
 @allow_checks

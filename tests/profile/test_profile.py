@@ -467,19 +467,20 @@ def test_profile_cli_errors(tmp_path: Path):
 # Three sites, each checked once: enough to see what `top` lists.
 THREE_SITES = """
 from beartype import beartype
+from jaxtyping import jaxtyped
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def a(x: int) -> int:
     return x
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def b(x: int) -> int:
     return x
 
 
-@beartype
+@jaxtyped(typechecker=beartype)
 def c(x: int) -> int:
     return x
 
@@ -540,10 +541,14 @@ def test_site_is_public_and_documented():
 
 # `with profile():` around a loop that calls jitted functions made before the block.
 # JAX's C++ dispatch rebuilds the output through the class's checked constructor and
-# leaves no Python frame: that rebuild looks like the user building the object. A
-# jitted function made inside the block is one we see. Run without our pytest
-# plugin, which switches the jit patches on before any test module is imported.
+# leaves no Python frame: the rebuild's caller is the program's line that called the
+# jitted function, and what that line calls tells a rebuild from a construction. A
+# call the profile can't read without running code (through a subscript) leaves it
+# "unclear". A jitted function made inside the block is one we see. Run without our
+# pytest plugin, which switches the jit patches on before any test module is
+# imported.
 API_BEFORE_AFTER = """
+import functools
 import json
 import sys
 
@@ -568,12 +573,31 @@ class Plain:  # not a pytree: its checks are constructions whatever the profile 
         self.x = x
 
 
-before = jax.jit(lambda s: s.replace(x=s.x + 1))
-state = before(State(jnp.ones(2)))
+class Trainer:
+    def __init__(self):
+        self.steps = [jax.jit(shrink)]
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def grow(self, s):
+        return s.replace(x=s.x + 1)
+
+
+def shrink(s):
+    return s.replace(x=s.x - 1)
+
+
+grow = jax.jit(lambda s: s.replace(x=s.x + 1))
+trainer = Trainer()
+state = grow(State(jnp.ones(2)))
+state = trainer.steps[0](trainer.grow(state))
 with typecheck_guard.profile() as prof:
     after = jax.jit(lambda s: s.replace(x=s.x * 2))
     for _ in range(4):
-        state = before(state)
+        state = grow(state)
+    for _ in range(3):
+        state = trainer.grow(state)
+    for _ in range(2):
+        state = trainer.steps[0](state)
     state = after(state)  # the first call: traced and compiled
     for _ in range(3):
         state = after(state)
@@ -584,7 +608,9 @@ json.dump(prof.to_dict(), sys.stdout)
 """
 
 
-def test_profile_api_never_calls_an_unseen_rebuild_a_construction(tmp_path: Path):
+def test_profile_api_labels_the_dispatch_of_a_jitted_function_made_before_it(
+    tmp_path: Path,
+):
     script = tmp_path / "api.py"
     script.write_text(API_BEFORE_AFTER)
     env = dict(os.environ)
@@ -599,14 +625,25 @@ def test_profile_api_never_calls_an_unseen_rebuild_a_construction(tmp_path: Path
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    state = _rows(report, "__main__.State")
-    # `before`'s 4 rebuilds and the one real construction can't be told apart: never
-    # "construction".
-    assert ("construction", None) not in state
-    assert state[("unclear", None)] == 4 + 1
-    # `after` is seen: 4 calls, 4 rebuilds at dispatch.
-    assert state[("dispatch", "jax.jit(__main__.<lambda>)")] == 4
+    assert _rows(report, "__main__.State") == {
+        # `after` is seen (made in the block: its 4 calls); `grow` (4 calls) and
+        # `trainer.grow` are read off the lines that call them, as the command line
+        # would label them.
+        ("dispatch", "jax.jit(__main__.<lambda>)"): 4 + 4,
+        ("dispatch", "jax.jit(__main__.Trainer.grow)"): 3,
+        ("compile", "jax.jit(__main__.<lambda>)"): 3,
+        ("trace", "jax.jit(__main__.<lambda>)"): 1,
+        ("unclear", None): 2,  # `trainer.steps[0](state)`: not read
+        ("construction", None): 1,  # `State(state.x)`: the line calls the class
+    }
     assert _rows(report, "__main__.Plain") == {("construction", None): 2}
+    grow = next(
+        s for s in report["sites"] if s["jitted"] == "jax.jit(__main__.Trainer.grow)"
+    )
+    assert grow["removable"] and grow["rebuild"]
+    assert grow["fix"].startswith(
+        "run the program with `typecheck-guard run`, or call "
+    )
     (unclear,) = [s for s in report["sites"] if s["when"] == "unclear"]
     assert unclear["fix"].startswith("can't tell: your code built State here, or JAX")
     assert "typecheck_guard.install() before State is defined" in unclear["fix"]
@@ -665,7 +702,10 @@ def test_pytest_option_reports_sites_and_tests(pytester: pytest.Pytester):
         [
             "*typecheck-guard profile*",
             "typecheck-guard profile: typechecks took *",
-            "*5  * dispatch * test_steps.S (jaxtyping with beartype) in jax.jit(*",
+            # (The site's name, broken over lines in its column: 100 columns.)
+            "*5  * dispatch * test_steps.S",
+            "* (jaxtyping with beartype)",
+            "* in jax.jit(test_steps.<lambda>)",
             "*run pytest with --typecheck-guard-install, or call*",
             "*(at the top of your conftest.py)*",
             "tests that spent the most in checks:",
@@ -690,7 +730,8 @@ def test_profile_counts_checker_wrappers_that_are_equal_code_objects():
 
     first, second = make(), make()
     first(1.0), second(1.0)  # beartype's one-time setup, outside the profile
-    with typecheck_guard.profile() as prof:
+    # (beartype alone: 3.11 sees it with a profile function only.)
+    with typecheck_guard.profile(every_checker=True) as prof:
         for _ in range(3):
             first(1.0)
             second(1.0)
@@ -881,6 +922,7 @@ def beartype_checker():
     return beartype
 
 
+@pytest.mark.filterwarnings("ignore::typecheck_guard.UnadaptedClassesWarning")
 def test_a_check_under_installs_mark_is_a_rebuild(installed, typecheck):
     # A checker under a decorator that is not one: install() registers the class's
     # unflatten marked ("JAX is unflattening Logged") but can't skip a check it
@@ -1008,3 +1050,161 @@ def test_a_failed_check_that_stops_the_program_says_so():
         "this check failed and the program stopped here (its error ended the run); "
     )
     assert "swallowed" not in text and "compiles" not in text
+
+
+def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
+    # On Python 3.11 the profile times a jaxtyped function's body through what
+    # jaxtyping's closure calls, and binds its arguments through an equal signature
+    # (`_profile/_engine.py`). What a program can reach of them meanwhile pickles
+    # as what they replace (cloudpickle pickles a local or `__main__` function's
+    # closure by value), they keep nothing alive, and they are gone once it stops.
+    import gc
+    import inspect
+    import pickle
+    import weakref
+
+    import cloudpickle
+
+    def make():
+        @jaxtyped(typechecker=beartype)
+        def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
+            return 2 * x
+
+        return scale
+
+    def closure(fn):
+        return {
+            name: cell.cell_contents
+            for name, cell in zip(
+                fn.__code__.co_freevars, fn.__closure__ or (), strict=True
+            )
+        }
+
+    scale = make()
+    impl = closure(scale)["wrapped_fn_impl"]
+    body, signature = scale.__wrapped__, closure(impl)["param_signature"]
+    with typecheck_guard.profile() as prof:
+        scale(jnp.ones(2))
+        during = closure(impl)
+        pickled = cloudpickle.dumps(impl)
+    assert [s.count for s in prof.sites] == [1]
+    if sys.version_info < (3, 12):
+        assert type(during["fn"]).__name__ == "_Body"  # ours, while it ran
+    assert during["param_signature"] == signature
+    assert b"typecheck_guard" not in pickled
+    restored = closure(pickle.loads(pickled))
+    assert type(restored["fn"]) is type(body)
+    assert type(restored["param_signature"]) is inspect.Signature
+    after = closure(impl)
+    assert after["fn"] is body and after["param_signature"] is signature
+    del scale, impl, body, during, after, restored
+    with typecheck_guard.profile():  # a profile that runs on holds nothing either
+        scale = make()
+        scale(jnp.ones(2))
+        dropped = (weakref.ref(scale), weakref.ref(scale.__wrapped__))
+        del scale
+        gc.collect()
+        assert [ref() for ref in dropped] == [None, None]
+
+
+def test_the_report_fits_100_columns():
+    # A terminal's and the documentation's width: long site names break over lines
+    # in their column, at spaces and after dots; nothing is cut.
+    from typecheck_guard._profile._data import Record, Totals
+    from typecheck_guard._profile._report import format_text
+
+    prof = Totals()
+    prof.label = (
+        "tests/very/long/path/to/test_module.py::TestClass::test_a_long_name[a-b]"
+    )
+    checked = "mylib.submodule.deeply.nested.ModuleName.ClassName.__init__"
+    jitted = "jax.jit(mylib.training.loop.train_step_with_a_long_name)"
+    for thread in ("MainThread", "worker-1"):
+        prof._add(
+            Record(
+                checked,
+                "jaxtyping with beartype",
+                "constructor",
+                "dispatch",
+                jitted,
+                None,
+                False,
+                thread,
+                0.5,
+                failed=True,
+                rebuild=True,
+            )
+        )
+    text = format_text(prof)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, text
+    header = next(i for i, line in enumerate(lines) if line.endswith("site"))
+    column = len(lines[header]) - len("site")
+    label = lines[header + 1][column:].split(" ")
+    for line in lines[header + 2 :]:
+        if not line.strip():
+            break
+        assert line[:column].strip() == ""  # continued in the site's column
+        label.append(line[column:])
+    assert " ".join(label).replace(". ", ".") == (
+        "mylib.submodule.deeply.nested.ModuleName.ClassName (jaxtyping with beartype) "
+        "in jax.jit(mylib.training.loop.train_step_with_a_long_name) [2 failed] "
+        "[threads: MainThread, worker-1]"
+    ).replace(". ", ".")
+    assert "test_a_long_name[a-b]" in text
+
+
+ALONE = """
+from beartype import beartype
+from jaxtyping import Array, Float, PyTree, jaxtyped
+import jax.numpy as jnp
+
+
+@beartype
+def alone(x: int) -> int:
+    return x
+
+
+@beartype
+def tree(x: PyTree[Float[Array, "..."]]) -> None:
+    pass
+
+
+@jaxtyped(typechecker=beartype)
+def together(x: int) -> int:
+    return x
+
+
+for _ in range(2):
+    alone(1), tree({"a": jnp.ones(2)}), together(1)
+"""
+
+
+@pytest.mark.parametrize("every_checker", [False, True])
+def test_what_the_profile_watches_and_says_it_does_not(every_checker, capsys):
+    # Python 3.11 sees checks where their checker enters them, with no profile
+    # function (the rest of the program runs at full speed): every jaxtyping check,
+    # and `isinstance(x, PyTree[...])` under any checker; a check by beartype or
+    # typeguard alone of other annotations only with `every_checker=True`. The
+    # report says what it did not watch. 3.12+ sees them all.
+    with typecheck_guard.profile(every_checker=every_checker) as prof:
+        exec(compile(ALONE, "alone.py", "exec"), {})
+    counts = {
+        s.checked.split(" in ")[0].removeprefix("__main__."): s.count
+        for s in prof.sites
+    }
+    partial = sys.version_info < (3, 12) and not every_checker
+    if partial:  # the PyTree check of `tree`, not the rest of beartype's
+        pytree = "isinstance(..., PyTree[jaxtyping.Float[jaxlib._jax.Array, '...']])"
+        assert counts == {"together": 2, pytree: 2}
+    else:
+        assert counts == {"together": 2, "alone": 2, "tree": 2}
+    prof.report()
+    out = capsys.readouterr().out
+    note = (
+        "not watched on Python 3.11: checks by beartype or typeguard alone "
+        "(profile(every_checker=True) or --every-checker watches them, slower)"
+    )
+    assert (note in " ".join(out.split())) is partial
+    with pytest.raises(TypeError, match="`every_checker` must be True or False"):
+        typecheck_guard.profile(every_checker="yes")  # type: ignore[arg-type]

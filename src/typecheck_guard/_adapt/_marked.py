@@ -26,6 +26,7 @@ from .._unflatten._records import (
     hooks_called_by,
     mark_blocked,
 )
+from ._unskippable import warn_unskippable
 
 __all__ = ["activate", "marks_calls", "preparer", "wants_mark"]
 
@@ -55,7 +56,10 @@ def preparer(cls: type, fn: Any, hooks: tuple[str, ...] = HOOKS) -> Callable[[],
     def prepare() -> None:
         if not _active:
             return
-        mark_blocked(cls, guard_class(cls, hooks))
+        blocked = guard_class(cls, hooks)
+        mark_blocked(cls, blocked)
+        if blocked is not None:
+            warn_unskippable(cls, hooks)
         register_wrapper(cls, fn.__globals__["_where"])
         fn.__globals__["_init"] = cls.__init__
 

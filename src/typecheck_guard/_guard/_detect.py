@@ -89,6 +89,8 @@ _MAX_KINDS: Final = 50_000
 # Checker code objects found by `prepare()`.
 _known: dict[CodeType, int] = {}
 _instancecheck_owners: list[type] = []
+# jaxtyping's `_MetaPyTree`, once `jaxtyping._pytree_type` is imported.
+_pytree_meta: type | None = None
 # The files of jaxtyping's `_MetaPyTree` / `_MetaAbstractArray`: their
 # `__instancecheck__` is a check wherever the class attribute points to now (the
 # PyTree cache swaps it while on; a stale verdict must not hide the original).
@@ -152,6 +154,8 @@ class Check(NamedTuple):
     hook: str | None = None
     """The packages of the jaxtyping import hook that instrumented the checked
     function's module (`--jaxtyping-packages=...`), if one did."""
+    cls: type | None = None
+    """The class a constructor check built."""
 
 
 def _changed(what: str, package: str, found: str | None) -> RuntimeError:
@@ -167,18 +171,12 @@ def _changed(what: str, package: str, found: str | None) -> RuntimeError:
     )
 
 
-def _installed(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None
-
-
-def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType | None]:
-    from .._compat._versions import installed
-
-    codes: dict[CodeType, int] = {}
-    owners: list[type] = []
-    files: set[str] = set()
-
+def _jaxtyping_codes() -> None:
+    """jaxtyping's checker code: its `jaxtyped` wrappers and the `__instancecheck__`
+    of `PyTree[...]` and the array types."""
     from jaxtyping import _decorator
+
+    from .._compat._versions import installed
 
     impl = nested_code(_decorator.jaxtyped.__code__, "wrapped_fn_impl")
     if impl is None:
@@ -188,98 +186,143 @@ def _find_codes() -> tuple[dict[CodeType, int], list[type], set[str], CodeType |
             "jaxtyping",
             installed("jaxtyping"),
         )
-    codes[impl] = _JAXTYPING
+    codes = {impl: _JAXTYPING}
     # The new-style `wrapped_fn` around it binds the arguments and pushes the shape
     # memo before calling it: that is the check's own time too (we start the check
     # there). Without it (another jaxtyping), checks start at `wrapped_fn_impl`.
     wrapper = _new_style_wrapper(_decorator.jaxtyped.__code__)
     if wrapper is not None:
         codes[wrapper] = _JAXTYPING
-    for module, name in (
-        ("jaxtyping._pytree_type", "_MetaPyTree"),
-        ("jaxtyping._array_types", "_MetaAbstractArray"),
-    ):
-        imported = importlib.import_module(module)
-        owner = getattr(imported, name, None)
-        files.add(getattr(imported, "__file__", None) or "")
-        if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
+    _known.update(codes)
+    _instancecheck(
+        importlib.import_module("jaxtyping._array_types"), "_MetaAbstractArray"
+    )
+
+
+def _pytree_codes() -> None:
+    """`isinstance(x, PyTree[...])`'s code (jaxtyping imports it, and JAX with it,
+    only when a program first uses `PyTree`)."""
+    global _pytree_meta
+    _pytree_meta = _instancecheck(
+        importlib.import_module("jaxtyping._pytree_type"), "_MetaPyTree"
+    )
+
+
+def _instancecheck(module: Any, name: str) -> type:
+    """Make `module.name.__instancecheck__` checker code: `_ISINSTANCE`."""
+    from .._compat._versions import installed
+
+    owner = getattr(module, name, None)
+    if not isinstance(owner, type) or "__instancecheck__" not in vars(owner):
+        raise _changed(
+            f"{module.__name__}.{name}.__instancecheck__",
+            "jaxtyping",
+            installed("jaxtyping"),
+        )
+    if owner not in _instancecheck_owners:
+        _instancecheck_owners.append(owner)
+    _instancecheck_files.add(getattr(module, "__file__", None) or "")
+    return owner
+
+
+def _typeguard_codes() -> None:
+    """typeguard's checker code: 2.x's wrappers and the functions users call
+    directly, 4.x's `typeguard._functions` checks."""
+    global _typeguard_suppression
+    import typeguard
+
+    from .._compat._versions import installed
+
+    if hasattr(typeguard, "TypeCheckMemo"):  # 4.x: instrumented code calls these
+        from typeguard import (
+            _functions,  # pyright: ignore[reportAttributeAccessIssue]
+            _suppression,  # pyright: ignore[reportAttributeAccessIssue]
+        )
+
+        # `check_argument_types_internal`, `check_return_type_internal`,
+        # `check_yield_type`, ... (their names change across 4.x releases).
+        sources: list[Any] = [
+            fn
+            for name, fn in vars(_functions).items()
+            if name.startswith("check_")
+            and getattr(fn, "__module__", None) == _functions.__name__
+        ]
+        sources.append(getattr(typeguard, "check_type", None))
+        if not any(
+            getattr(fn, "__name__", "").startswith("check_argument") for fn in sources
+        ):
             raise _changed(
-                f"{module}.{name}.__instancecheck__",
-                "jaxtyping",
-                installed("jaxtyping"),
+                "typeguard._functions.check_argument_types*",
+                "typeguard",
+                installed("typeguard"),
             )
-        owners.append(owner)
-
-    if _installed("typeguard"):
-        import typeguard
-
-        if hasattr(typeguard, "TypeCheckMemo"):  # 4.x: instrumented code calls these
-            from typeguard import _functions  # pyright: ignore[reportAttributeAccessIssue]
-
-            # `check_argument_types_internal`, `check_return_type_internal`,
-            # `check_yield_type`, ... (their names change across 4.x releases).
-            sources: list[Any] = [
-                fn
-                for name, fn in vars(_functions).items()
-                if name.startswith("check_")
-                and getattr(fn, "__module__", None) == _functions.__name__
-            ]
-            sources.append(getattr(typeguard, "check_type", None))
-            if not any(
-                getattr(fn, "__name__", "").startswith("check_argument")
-                for fn in sources
-            ):
-                raise _changed(
-                    "typeguard._functions.check_argument_types*",
-                    "typeguard",
-                    installed("typeguard"),
-                )
-        else:  # 2.x: wrappers, and the functions users call directly
-            sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
-            wrappers = typeguard2_wrappers()
-            if not wrappers:
-                raise _changed(
-                    "typeguard.typechecked (its nested `wrapper`)",
-                    "typeguard",
-                    installed("typeguard"),
-                )
-            codes.update(dict.fromkeys(wrappers, _TYPEGUARD))
-        for fn in sources:
-            code = getattr(fn, "__code__", None)
-            if code is not None:
-                codes[code] = _TYPEGUARD
-
-    if _installed("beartype"):
-        from beartype import beartype
-
-        def probe(x: int) -> int:
-            return x
-
-        filename = beartype(probe).__code__.co_filename
-        if not filename.startswith(BEARTYPE_PREFIX):
+        _typeguard_suppression = _suppression
+    else:  # 2.x: wrappers, and the functions users call directly
+        sources = [getattr(typeguard, n, None) for n in _TYPEGUARD_FUNCTIONS]
+        wrappers = typeguard2_wrappers()
+        if not wrappers:
             raise _changed(
-                f"beartype's generated wrappers being named '{BEARTYPE_PREFIX}...' "
-                f"(found {filename!r})",
-                "beartype",
-                installed("beartype"),
+                "typeguard.typechecked (its nested `wrapper`)",
+                "typeguard",
+                installed("typeguard"),
             )
-        # `BeartypeConf(is_pep557_fields=True)`: the `__setattr__` it puts on a
-        # dataclass checks each field it sets (beartype 0.20+).
-        try:
-            from beartype._decor._type._pep import decortypepep557
-        except ImportError:
-            pass
-        else:
-            setattr_code = nested_code(
-                decortypepep557.beartype_pep557_dataclass.__code__,
-                "check_pep557_dataclass_field",
-            )
-            if setattr_code is not None:
-                codes[setattr_code] = _BEARTYPE
+        _known.update(dict.fromkeys(wrappers, _TYPEGUARD))
+    for fn in sources:
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            _known[code] = _TYPEGUARD
 
-    from .._unflatten import _guards
 
-    return codes, owners, files, nested_code(_guards._make_guard.__code__, "guard")
+def _beartype_codes() -> None:
+    """beartype's: its generated wrappers are named `<@beartype(...) at 0x...>` (we
+    check that this still holds), and the `__setattr__` it puts on a dataclass."""
+    from beartype import beartype
+
+    from .._compat._versions import installed
+
+    def probe(x: int) -> int:
+        return x
+
+    filename = beartype(probe).__code__.co_filename
+    if not filename.startswith(BEARTYPE_PREFIX):
+        raise _changed(
+            f"beartype's generated wrappers being named '{BEARTYPE_PREFIX}...' "
+            f"(found {filename!r})",
+            "beartype",
+            installed("beartype"),
+        )
+    # `BeartypeConf(is_pep557_fields=True)`: the `__setattr__` it puts on a
+    # dataclass checks each field it sets (beartype 0.20+).
+    try:
+        from beartype._decor._type._pep import decortypepep557
+    except ImportError:
+        return
+    setattr_code = nested_code(
+        decortypepep557.beartype_pep557_dataclass.__code__,
+        "check_pep557_dataclass_field",
+    )
+    if setattr_code is not None:
+        _known[setattr_code] = _BEARTYPE
+
+
+# What to read of each library, once it is imported (`_jitwrap` asks, at start for
+# those already imported and then right after each import): importing a checker or
+# JAX ourselves would run its import before the program's own configuration
+# (`JAX_ENABLE_X64`, `JAXTYPING_DISABLE`, set after `runtime_checks(...)`).
+def _jax_state() -> None:
+    global _is_tracing
+    from .._compat._jax import make_is_tracing
+
+    _is_tracing = make_is_tracing()
+
+
+PREPARE: Final = {
+    "jax": _jax_state,
+    "jaxtyping": _jaxtyping_codes,
+    "jaxtyping._pytree_type": _pytree_codes,
+    "typeguard": _typeguard_codes,
+    "beartype": _beartype_codes,
+}
 
 
 def _new_style_wrapper(code: CodeType) -> CodeType | None:
@@ -318,27 +361,20 @@ def _package_dirs() -> tuple[str, ...]:
 
 
 def prepare() -> None:
-    """Find the checkers' code objects (checking that they still look the way we
-    expect) and JAX's tracing state. Called when the guard is switched on."""
+    """Start afresh: no library's checker code known yet (`PREPARE` reads each, as
+    it is imported). Called when the guard is switched on; imports nothing."""
     global _is_tracing, _library_dirs, _guard_code, _typeguard_suppression
-    from .._compat._jax import make_is_tracing
+    global _pytree_meta
+    from .._unflatten import _guards
 
-    codes, owners, files, _guard_code = _find_codes()
+    _guard_code = nested_code(_guards._make_guard.__code__, "guard")
     _typeguard_suppression = None
-    if _installed("typeguard"):
-        try:
-            from typeguard import _suppression  # pyright: ignore (typeguard 4)
-        except ImportError:  # 2.x
-            pass
-        else:
-            _typeguard_suppression = _suppression
-    _is_tracing = make_is_tracing()
+    _is_tracing = None
     _library_dirs = _package_dirs()
     _known.clear()
-    _known.update(codes)
-    _instancecheck_owners[:] = owners
+    _instancecheck_owners.clear()
     _instancecheck_files.clear()
-    _instancecheck_files.update(files)
+    _pytree_meta = None
     _kinds.clear()
 
 
@@ -419,7 +455,7 @@ def _dataclass_init(frame: FrameType) -> str | None:
 
 def is_pytree_check(code: CodeType) -> bool:
     """Whether `code` is jaxtyping's `isinstance(x, PyTree[...])`."""
-    owner = _instancecheck_owners[0] if _instancecheck_owners else None
+    owner = _pytree_meta
     if owner is None:
         return False
     if code.co_filename == getattr(sys.modules.get(owner.__module__), "__file__", None):
@@ -431,7 +467,7 @@ def is_pytree_check(code: CodeType) -> bool:
 def _has_pytree(annotation: Any, depth: int = 0) -> bool:
     import typing
 
-    owner = _instancecheck_owners[0] if _instancecheck_owners else None
+    owner = _pytree_meta
     if owner is not None and isinstance(annotation, owner):
         return True
     if depth > 8:
@@ -736,7 +772,7 @@ def is_library(filename: str) -> bool:
     return filename.startswith(_library_dirs)
 
 
-def _relative(filename: str) -> str:
+def relative(filename: str) -> str:
     try:
         relative = os.path.relpath(filename)
     except ValueError:  # another drive, on Windows
@@ -754,7 +790,7 @@ def call_site(frame: FrameType | None) -> str:
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
-    return f"{_relative(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return f"{relative(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def callback_function(callback: Any) -> Any:
@@ -776,7 +812,7 @@ def defined_at(fn: Any) -> str:
         code = inspect.unwrap(fn).__code__
     except (AttributeError, ValueError):
         return "<unknown>"
-    return f"{_relative(code.co_filename)}:{code.co_firstlineno}"
+    return f"{relative(code.co_filename)}:{code.co_firstlineno}"
 
 
 def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -> str:

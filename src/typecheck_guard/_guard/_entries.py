@@ -18,7 +18,7 @@ jaxtyping already calls:
   `fn`: the first time we see a function checked we put `_Body(fn)` in that cell,
   which tells the callback's window when the body starts and ends (the body's time
   is not the check's). Every cell is put back when the guard's patches are
-  released.
+  released; none keeps a function alive meanwhile.
 
 What this does not see, on 3.11 and inside callbacks only: a check by beartype or
 typeguard alone (their wrappers call nothing of a library's by a name we can patch)
@@ -33,8 +33,10 @@ puts its own back first, so both chain.
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 import threading
+import weakref
 from typing import Any
 
 from . import _detect
@@ -46,9 +48,9 @@ _original_pop: Any = None
 _wrapper_code: Any = None
 # The callback window of this thread, while one runs (`_watch.watch_callback`).
 _local = threading.local()
-_cells: list[tuple[Any, Any, Any]] = []  # (cell, original, ours)
+# The `wrapped_fn_impl` closures whose `fn` cell holds a `_Body` of ours.
+_hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
-_MAX_CELLS = 100_000
 
 
 def current() -> Any:
@@ -75,8 +77,15 @@ def active() -> bool:
 
 class _Body:
     """A checked function's body, as jaxtyping's closure calls it: tells this
-    thread's callback window when it starts and returns. Reads as the function
-    (jaxtyping asks it for `__no_type_check__`; `_detect` for its names and code)."""
+    thread's callback window when it starts and returns, and is the function to
+    everything else that reads it. It calls the function with the arguments as
+    received; its attributes are the function's (jaxtyping reads
+    `__no_type_check__` on it at every call, `__module__` and `__qualname__` in its
+    error messages; `_detect` its code); `inspect.signature` follows `__wrapped__`
+    to the function; and a pickler that reaches it through the closure (cloudpickle
+    pickles a `__main__` function's closure by value) writes the function itself.
+    What it can't hide is its frame, between jaxtyping's and the body's, while the
+    body runs (3.11, inside host callbacks, while the guard is on)."""
 
     __slots__ = ("fn", "__dict__", "__weakref__")
 
@@ -94,7 +103,12 @@ class _Body:
             raise AttributeError(name)
         return getattr(self.fn, name)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __reduce__(self) -> Any:
+        # The function, behind a standard library callable that returns it: the
+        # unpickled closure holds the function, in a process with or without us.
+        return (operator.itemgetter(0), ((self.fn,),))
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         window = getattr(_local, "window", None)
         stack = window._stack if window is not None else ()
@@ -120,7 +134,7 @@ def _hook_body(frame: Any) -> Any:
         return fn
     impl = local.get("wrapped_fn_impl")
     cell = _detect._cells(impl).get("fn") if impl is not None else None
-    if cell is None or len(_cells) >= _MAX_CELLS:
+    if cell is None:
         return None
     with _cells_lock:
         try:
@@ -129,16 +143,25 @@ def _hook_body(frame: Any) -> Any:
             return None
         if isinstance(current, _Body):
             return current
+        if hasattr(current, "__typecheck_guard_body__"):
+            # The profiler's own body hook (`_profile/_engine.py`): it puts back
+            # what it replaced when it stops, so we don't stack ours on it.
+            return None
         body = _Body(current)
         cell.cell_contents = body
-        _cells.append((cell, current, body))
+        # By the closure that holds the cell, weakly: a checked function the
+        # program drops is not kept alive by us (cells have no weak references).
+        _hooked.add(impl)
     return body
 
 
 def _push(arguments: Any) -> Any:
     window = getattr(_local, "window", None)
     if window is not None:
+        # `wrapped_fn` calls us, or the profiler's hook that chains to us.
         frame = sys._getframe(1)
+        if frame.f_code is not _wrapper_code:
+            frame = frame.f_back
         if frame.f_code is _wrapper_code and not _watched_call():
             try:
                 body = _hook_body(frame)
@@ -217,8 +240,10 @@ def _unpatch() -> None:
     if getattr(_decorator, "pop_shape_memo", None) is _pop:
         _decorator.pop_shape_memo = _original_pop
     with _cells_lock:
-        while _cells:
-            cell, original, ours = _cells.pop()
-            if cell.cell_contents is ours:
-                cell.cell_contents = original
+        for impl in list(_hooked):
+            cell = _detect._cells(impl).get("fn")
+            body = cell.cell_contents if cell is not None else None
+            if isinstance(body, _Body):
+                cell.cell_contents = body.fn  # pyright: ignore[reportOptionalMemberAccess]
+        _hooked.clear()
     _original_push = _original_pop = _wrapper_code = None

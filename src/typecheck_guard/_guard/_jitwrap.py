@@ -26,12 +26,15 @@ calls.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools as ft
 import inspect
+import operator
 import sys
 import threading
+import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
@@ -59,8 +62,25 @@ _PACKAGE_OF = {"jax": "jax", "equinox": "equinox", "flax.nnx": "flax"}
 class Jitted:
     """A jitted callable, watched by the runtime guard while it listens.
 
-    Every attribute other than `__call__` and `__get__` is the wrapped callable's.
+    To the program it is the callable it wraps: every attribute is that callable's
+    (read, set and deleted there), it binds as a method the way that callable does
+    (a `types.MethodType` for `jax.jit`'s and `jax.pmap`'s), its `repr`, equality
+    and hash are that callable's, it pickles as that callable (unpickled, it is
+    that callable), and a copy is a watched copy of that callable. Only `type()`
+    tells it apart.
     """
+
+    # Ours, where a program's attribute can't be; the instance dictionary holds the
+    # names a class attribute of ours would shadow (`__module__`, `__doc__`), as
+    # `functools.wraps` copies them, and nothing else.
+    __slots__ = (
+        "_typecheck_guard_jitted",
+        "_typecheck_guard_transform",
+        "_typecheck_guard_fun",
+        "_typecheck_guard_made_at",
+        "__dict__",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -69,23 +89,50 @@ class Jitted:
         fun: Any,
         made_at: str | None = None,
     ):
-        ft.update_wrapper(self, jitted, updated=())
-        self.__wrapped__ = jitted
-        self._typecheck_guard_transform = transform
-        self._typecheck_guard_fun = fun
+        _set = object.__setattr__
+        _set(self, "_typecheck_guard_jitted", jitted)
+        _set(self, "_typecheck_guard_transform", transform)
+        _set(self, "_typecheck_guard_fun", fun)
         # `path:line` of the user's code that made it: where its fix goes
         # (`_fixes`).
-        self._typecheck_guard_made_at = made_at
+        _set(self, "_typecheck_guard_made_at", made_at)
+        own = self.__dict__
+        for name in _SHADOWED:
+            try:
+                own[name] = getattr(jitted, name)
+            except AttributeError:
+                pass
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         return _watch.watch(self, sys._getframe(1), args, kwargs)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        if obj is None:
+        inner = self._typecheck_guard_jitted
+        get = getattr(type(inner), "__get__", None)
+        if get is None:
+            return self  # not a descriptor: the same object from an instance too
+        bound = get(inner, obj, objtype)
+        if bound is inner:
             return self
-        get = getattr(type(self.__wrapped__), "__get__", None)
-        bound = get(self.__wrapped__, obj, objtype) if get else self.__wrapped__
+        if isinstance(bound, types.MethodType) and bound.__func__ is inner:
+            # `jax.jit`'s and `jax.pmap`'s callables bind as functions do.
+            return types.MethodType(self, bound.__self__)
+        if (
+            type(bound) is ft.partial
+            and bound.func is inner
+            and not bound.keywords
+            and len(bound.args) == 1
+        ):
+            return ft.partial(self, *bound.args)  # `flax.nnx.jit`'s
+        if (
+            type(bound).__name__ == "Partial"
+            and type(bound).__module__.startswith("equinox.")
+            and getattr(bound, "func", None) is inner
+        ):
+            # `equinox.filter_jit`'s: `equinox.Partial(jit_wrapper, obj)`.
+            return type(bound)(self, *bound.args, **bound.keywords)
+        # Anything else: watched as it is.
         return Jitted(
             bound,
             self._typecheck_guard_transform,
@@ -94,12 +141,75 @@ class Jitted:
         )
 
     def __getattr__(self, name: str) -> Any:
-        if name == "__wrapped__":  # not set yet (copy, unpickling)
-            raise AttributeError(name)
-        return getattr(self.__wrapped__, name)
+        try:
+            inner = object.__getattribute__(self, "_typecheck_guard_jitted")
+        except AttributeError:  # not set yet (`copy`, unpickling)
+            raise AttributeError(name) from None
+        return getattr(inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._typecheck_guard_jitted, name, value)
+        if name in _SHADOWED:
+            self.__dict__[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._typecheck_guard_jitted, name)
+        self.__dict__.pop(name, None)
+
+    # A class reads its `__annotations__` from its own dictionary (creating an empty
+    # one on first read): the wrapped callable's must win, as the callable has them
+    # now (Equinox computes its wrapper's).
+    @property
+    def __annotations__(self) -> Any:  # type: ignore[override]
+        return self._typecheck_guard_jitted.__annotations__
+
+    @__annotations__.setter
+    def __annotations__(self, value: Any) -> None:
+        self._typecheck_guard_jitted.__annotations__ = value
+
+    @__annotations__.deleter
+    def __annotations__(self) -> None:
+        del self._typecheck_guard_jitted.__annotations__
+
+    def __dir__(self) -> list[str]:
+        return dir(self._typecheck_guard_jitted)
 
     def __repr__(self) -> str:
-        return f"{self.__wrapped__!r} (watched by typecheck_guard)"
+        return repr(self._typecheck_guard_jitted)
+
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, Jitted):
+            other = other._typecheck_guard_jitted
+        return self._typecheck_guard_jitted == other
+
+    def __hash__(self) -> int:
+        return hash(self._typecheck_guard_jitted)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # The jitted callable itself, pickled as it pickles (by the pickler's own
+        # means: a function by name, or by value under cloudpickle), behind a
+        # standard library callable that returns it: unpickled without us, or in
+        # another process, it is that callable, and what can't be pickled fails as
+        # it does.
+        return (operator.itemgetter(0), ((self._typecheck_guard_jitted,),))
+
+    def __copy__(self) -> Jitted:
+        return self._like(copy.copy(self._typecheck_guard_jitted))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Jitted:
+        return self._like(copy.deepcopy(self._typecheck_guard_jitted, memo))
+
+    def _like(self, jitted: Any) -> Jitted:
+        return Jitted(
+            jitted,
+            self._typecheck_guard_transform,
+            self._typecheck_guard_fun,
+            self._typecheck_guard_made_at,
+        )
+
+
+# What a class attribute of `Jitted` would answer instead of the wrapped callable.
+_SHADOWED: Final = ("__module__", "__doc__")
 
 
 # Checks find the jitted call they run in by this frame (`_situation`).
@@ -162,64 +272,94 @@ def _patch_module(module: Any, stack: contextlib.ExitStack) -> None:
         stack.callback(setattr, module, attribute, original)
 
 
-def _start(stack: contextlib.ExitStack) -> None:
-    import jax  # noqa: F401  (the guard needs it; patching it is the first step)
-
+def _on_jax(module: Any, stack: contextlib.ExitStack) -> None:
     from .._compat._jax import pass_for_jitted
 
-    _detect.prepare()
+    _detect.PREPARE["jax"]()
     pass_for_jitted(Jitted)  # `jax.export.export(jitted)` accepts a watched one
+    if not _detect.monitoring:
+        _tracing.patch(stack)
+    _callbacks.patch(stack)
+    _patch_module(module, stack)
+
+
+def _on_jaxtyping(module: Any, stack: contextlib.ExitStack) -> None:
+    _detect.PREPARE["jaxtyping"]()
+    if not _detect.monitoring:
+        _entries.patch(stack)
+
+
+def _on_checker(module: Any, stack: contextlib.ExitStack) -> None:
+    _detect.PREPARE[module.__name__]()
+
+
+# What the guard does with each library, when the guard is switched on if it is
+# imported by then, else right after its import (in this order for those already
+# imported: JAX's state before the factories of the libraries built on it).
+_ON_IMPORT: Final[dict[str, Callable[[Any, contextlib.ExitStack], None]]] = {
+    "jax": _on_jax,
+    "jaxtyping": _on_jaxtyping,
+    "jaxtyping._pytree_type": _on_checker,
+    "typeguard": _on_checker,
+    "beartype": _on_checker,
+    "equinox": _patch_module,
+    "flax.nnx": _patch_module,
+}
+
+
+def _start(stack: contextlib.ExitStack) -> None:
+    """Switch the guard on, importing nothing: a program that sets
+    `JAX_ENABLE_X64` or `JAXTYPING_DISABLE` after `runtime_checks(...)` (or in a
+    conftest, under the pytest plugin) must get what it set. Each library is
+    patched and read when it is imported (`_compat/_importhook.py`)."""
+    _detect.prepare()
     if _detect.start_monitoring():
         stack.callback(_detect.stop_monitoring)
-    else:
-        _tracing.patch(stack)
-        _entries.patch(stack)
-    _callbacks.patch(stack)
-    later = _pending
-    later.clear()
-    for module_name in dict.fromkeys(name for name, _, _ in _TARGETS):
-        module = sys.modules.get(module_name)
-        if module is not None:
-            _patch_module(module, stack)
+    _pending.clear()
+    stack.callback(_pending.clear)
+    later = set()
+    for name, handle in _ON_IMPORT.items():
+        module = sys.modules.get(name)
+        if module is not None and not _importing(module):
+            handle(module, stack)
         else:
-            later.add(module_name)
+            later.add(name)
     if later:
-        # equinox / flax.nnx imported after the guard was switched on.
-        after_import(
-            set(later), lambda module: _patched_on_import(module, stack), stack
-        )
-        stack.callback(later.clear)
+        _pending.update(later)
+        after_import(later, lambda module: _on_import(module, stack), stack)
 
 
-# The modules of `_TARGETS` not imported when the guard was switched on. Our finder
-# patches them on import, when it is asked: another import hook inserted before it
-# on `sys.meta_path` (jaxtyping's, under `--jaxtyping-packages=equinox,...`) loads
-# them without asking it. So each new jitted callable (Equinox and Flax NNX make
-# theirs with `jax.jit`) also patches whichever of them has been imported since.
+# The libraries of `_ON_IMPORT` not imported when the guard was switched on. Our
+# finder hands them to us on import, when it is asked: another import hook inserted
+# before it on `sys.meta_path` (jaxtyping's, under `--jaxtyping-packages=equinox,...`)
+# loads them without asking it. So each new jitted callable (Equinox and Flax NNX
+# make theirs with `jax.jit`) also takes whichever of them has been imported since.
 _pending: set[str] = set()
 
 
-def _patched_on_import(module: Any, stack: contextlib.ExitStack) -> None:
-    _pending.discard(module.__name__)
-    _patch_module(module, stack)
+def _importing(module: Any) -> bool:
+    """Whether `module`'s code is still running (it may be what called us)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _on_import(module: Any, stack: contextlib.ExitStack) -> None:
+    with _lock:
+        name = module.__name__
+        if name in _pending and sys.modules.get(name) is module:
+            _pending.discard(name)
+            _ON_IMPORT[name](module, stack)
 
 
 def _patch_pending() -> None:
     with _lock:
         stack = _stack
-        if stack is None:
+        if stack is None or not _pending:
             return
-        for name in list(_pending):
+        for name in [n for n in _ON_IMPORT if n in _pending]:
             module = sys.modules.get(name)
-            # Not while the module is still being imported (it may be what called
-            # `jax.jit`): only once the factories we patch are there.
-            if module is not None and all(
-                callable(getattr(module, attribute, None))
-                for module_name, attribute, _ in _TARGETS
-                if module_name == name
-            ):
+            if module is not None and not _importing(module):
                 _pending.discard(name)
-                _patch_module(module, stack)
+                _ON_IMPORT[name](module, stack)
 
 
 def acquire(*, before_program: bool = False) -> None:

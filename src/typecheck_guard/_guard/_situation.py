@@ -120,25 +120,27 @@ def _package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
 
 @functools.cache
 def _dirs() -> _Dirs:
-    import importlib
+    import importlib.util
 
     from .._unflatten import _safe
 
     register_jitted(_safe._GuardedCall.__call__.__code__, "unflatten_safe")
     ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
-    files = []
     # Where JAX runs host callbacks without our trampoline in between (a callback
     # compiled before the guard's patches): private modules, so a move only costs
-    # us the label.
-    for name in ("jax._src.callback", "jax._src.debugging"):
-        try:
-            files.append(importlib.import_module(name).__file__)
-        except ImportError:
-            pass
+    # us the label. By path: a check may start before JAX is imported, and we
+    # import nothing of a program's libraries ourselves.
+    spec = importlib.util.find_spec("jax")
+    roots = (spec.submodule_search_locations or []) if spec is not None else []
+    files = [
+        os.path.join(root, "_src", name)
+        for root in roots
+        for name in ("callback.py", "debugging.py")
+    ]
     return _Dirs(
         skip=(*_package_dirs(("jaxtyping", "beartype", "typeguard")), ours),
         jax=_package_dirs(("jax", "jaxlib")),
-        callback_files=frozenset(f for f in files if f is not None),
+        callback_files=frozenset(files),
     )
 
 
@@ -196,6 +198,18 @@ def caller_of(frame: FrameType, what: str) -> FrameType | None:
     return None
 
 
+def outside_checkers(frame: FrameType | None) -> FrameType | None:
+    """`frame`, or the first frame below it that is neither checker code nor ours
+    (our generated unflattens included)."""
+    skip = _dirs().skip
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(skip)
+        or frame.f_code.co_filename.startswith((BEARTYPE_PREFIX, "<generated_"))
+    ):
+        frame = frame.f_back
+    return frame
+
+
 # The innermost code of every registered Python unflatten function, refreshed when
 # the registry grows.
 _unflatten_codes: set[CodeType] = set()
@@ -219,6 +233,8 @@ def registered_unflatten(code: CodeType) -> bool:
     """Whether `code` is a registered class's Python unflatten function (under its
     checker layers)."""
     global _registry_seen
+    if "jax" not in sys.modules:  # nothing is registered, and we import nothing
+        return False
     from .._compat._jax import registry, registry_items
 
     if len(registry()) != _registry_seen:

@@ -248,8 +248,9 @@ def import_hook_of(module: str | None) -> str | None:
 
 # What a check in a host callback checked, by the function jaxtyping checks (the
 # same every run): jaxtyping's new-style checks only, whose description depends on
-# that function alone.
-_in_callbacks: weakref.WeakKeyDictionary[Any, _detect.Described] = (
+# that function alone. The description is kept without the function (its `body`),
+# which is the key: a value that held its key would keep it alive.
+_in_callbacks: weakref.WeakKeyDictionary[Any, tuple[_detect.Described, bool]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -265,13 +266,18 @@ def _described_in_callback(frame: FrameType, kind: int) -> _detect.Described | N
     if _detect._jaxtyping_switched_off(local):
         return None
     try:
-        return _in_callbacks[fn]
+        described, has_body = _in_callbacks[fn]
     except (KeyError, TypeError):
         pass
+    else:
+        return described._replace(body=fn) if has_body else described
     described = _detect.describe(frame, kind)
     if described is not None:
         try:
-            _in_callbacks[fn] = described._replace(frame_locals={})
+            _in_callbacks[fn] = (
+                described._replace(frame_locals={}, body=None),
+                described.body is fn,
+            )
         except TypeError:
             pass
     return described
@@ -311,6 +317,7 @@ class Window(Tracker):
             situation = None
         if described is None:
             return None
+        cls = None
         if situation is None:
             # The class too, so that `install()`'s mark decides as it does for the
             # profile.
@@ -331,11 +338,11 @@ class Window(Tracker):
             code,
             static=described.static,
             pytree=described.pytree,
-            data=(described, situation, first),
+            data=(described, situation, first, cls),
         )
 
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
-        described, situation, first = check.data
+        described, situation, first, cls = check.data
         module = getattr(described.body, "__module__", None)
         found = _detect.Check(
             described.checked,
@@ -346,6 +353,7 @@ class Window(Tracker):
             failed=failed,
             rebuild=situation.rebuild,
             hook=import_hook_of(module),
+            cls=cls,
         )
         if not self.checks:
             self.checks = []

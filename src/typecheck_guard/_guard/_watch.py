@@ -13,10 +13,12 @@ import contextvars
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch
+from .._unflatten._guards import blocker
 from . import _detect, _entries, _situation, _tracing
 from ._detect import Check
 from ._fixes import unflatten_safe_fix
@@ -51,6 +53,13 @@ FIX_CONSTRUCTOR: Final = (
     "__new__), or wrap the jitted function:\n"
     "\n"
     "    {wrap}\n"
+)
+
+FIX_UNSKIPPABLE: Final = (
+    "JAX rebuilds {cls} through its constructor when it unflattens the inputs or "
+    "outputs of {jitted}, and its check runs on every call: {why}. Neither install() "
+    "nor unflatten_safe can skip it. Apply that decorator below the checker, so that "
+    "the checker is the outermost layer (`@jaxtyped(typechecker=...)` above it).\n"
 )
 
 FIX_OTHER: Final = (
@@ -88,6 +97,9 @@ class Site(NamedTuple):
     """The packages of the jaxtyping import hook that added the check, if any."""
     made_at: str | None = None
     """`path:line` where the user's code made the jitted callable, if we saw it."""
+    blocked: str | None = None
+    """Why the constructor's check can't be skipped (a decorator that is not a
+    checker above it), if so."""
 
     def describe(
         self, count: int, seconds: float, first_count: int = 0, first: float = 0.0
@@ -106,6 +118,12 @@ class Site(NamedTuple):
         if self.hook is not None and self.kind != "constructor":
             return FIX_IMPORT_HOOK.format(
                 checked=self.checked, hook=self.hook, jitted=self.jitted
+            )
+        if self.kind == "constructor" and self.blocked is not None:
+            return FIX_UNSKIPPABLE.format(
+                cls=self.checked.rsplit(".", 1)[0],
+                jitted=self.jitted,
+                why=self.blocked,
             )
         if self.kind == "constructor":
             cls = self.checked.rsplit(".", 1)[0]
@@ -226,7 +244,7 @@ def watch(
 ) -> Any:
     """Call `jitted` (a `_jitwrap.Jitted`) and report the checks that ran in it."""
     __tracebackhide__ = True
-    call = jitted.__wrapped__
+    call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
     if (
         not (_sinks or _level.get() != "allow")  # nothing listens
@@ -313,6 +331,7 @@ def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
                 where,
                 check.hook,
                 made_at,
+                blocker(check.cls) if check.cls is not None else None,
             )
             add(tally, site, check)
     raise_for = None
@@ -393,22 +412,28 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
-# `(primitive, callback)` -> (callback, its name, where it is defined): a callback
-# runs often (a progress meter), and the same one each time.
+# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
+# it is defined): a callback runs often (a progress meter), and the same one each
+# time. Weakly: a callback the program drops (and what it closes over) is not kept
+# alive by us.
 _callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
 
 
 def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
     key = (primitive, id(callback))
     known = _callback_names.get(key)
-    if known is not None and known[0] is callback:
+    if known is not None and known[0]() is callback:
         return known[1], known[2]
     fn = _detect.callback_function(callback)
     name = f"{primitive}({_detect.qualified(fn)})"
     where = _detect.defined_at(fn)
+    try:
+        ref = weakref.ref(callback)
+    except TypeError:
+        return name, where
     if len(_callback_names) >= 10_000:
         _callback_names.clear()
-    _callback_names[key] = (callback, name, where)
+    _callback_names[key] = (ref, name, where)
     return name, where
 
 

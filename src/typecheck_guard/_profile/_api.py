@@ -22,11 +22,17 @@ class Profile(Totals):
     _before_program = False
     _hook: tuple[Any, Any] = (None, None)
 
+    def __init__(self, every_checker: bool = False):
+        super().__init__()
+        self.every_checker = every_checker
+
     def start(self) -> Profile:
         """Start recording (what entering the `with` block does)."""
         if self._running:
             return self
-        attach(self, before_program=self._before_program)
+        attach(
+            self, before_program=self._before_program, every_checker=self.every_checker
+        )
         self._running = True
         # An error that ends the program reaches `sys.excepthook` (the command line
         # hands it there too): its traceback says which failed checks stopped it.
@@ -89,7 +95,7 @@ class Profile(Totals):
         return to_dict(self)
 
 
-def profile() -> Profile:
+def profile(*, every_checker: bool = False) -> Profile:
     """Record every typecheck that runs in a block, where it was reached from, what
     it cost, and how to remove it.
 
@@ -109,14 +115,33 @@ def profile() -> Profile:
     - `"construction"`: your code built a checked object;
     - `"eager"`: a checked function or `isinstance` check outside tracing;
     - `"unclear"`: a construction, or JAX's C++ rebuilding the output of a call of
-      a jitted function made *before* the block, which leaves no trace: the
-      profile can't tell the two apart, and says so.
+      a jitted function made *before* the block, on a line whose call the profile
+      can't read without running code (`steps[i](state)`): it can't tell the two
+      apart, and says so.
 
     A check's time is the checker's own: the checked function's body is not in
-    it, and a check inside that body is its own row. Jitted calls are seen for
-    jitted functions created inside the block (it switches on the factory patches
-    of the runtime guard); `typecheck-guard profile script.py` covers the whole
-    program and sees every call.
+    it, and a check inside that body is its own row. Jitted functions made inside
+    the block are seen as they are called (it switches on the factory patches of
+    the runtime guard); for one made before the block, JAX's C++ dispatch leaves no
+    Python frame, and the profile reads what the line that JAX was called from
+    calls (`state = step(state)`, `self.step(state)`): a jitted function, and its
+    rebuilds are `"dispatch"` as the command line labels them.
+    `typecheck-guard profile script.py` covers the whole program and sees every
+    call.
+
+    What watching costs: on Python 3.12+ (`sys.monitoring`), only checker code
+    calls the profiler. On 3.11 it sees checks where their checker enters them, with
+    no profile function, so the rest of the program runs at full speed: every
+    jaxtyping check (`@jaxtyped` functions and dataclasses, jaxtyping's import hook)
+    and `isinstance(x, PyTree[...])`, also under beartype or typeguard alone; not a
+    check by beartype or typeguard alone of other annotations, which the report
+    says. `every_checker=True` sees those too, with a profile function on every
+    call, which makes Python code about 1.5x slower there.
+
+    **Arguments:**
+
+    - `every_checker`: on Python 3.11, also watch checks by beartype or typeguard
+      alone (with a profile function). No effect on 3.12+, which sees them all.
 
     **Returns:**
 
@@ -134,4 +159,9 @@ def profile() -> Profile:
         prof.report()
         ```
     """
-    return Profile()
+    if not isinstance(every_checker, bool):
+        raise TypeError(
+            "typecheck_guard.profile: `every_checker` must be True or False, got "
+            f"{every_checker!r}."
+        )
+    return Profile(every_checker)

@@ -106,7 +106,7 @@ class Site:
         traced or compiled a jitted call: once per compilation), `"tree"` (JAX
         rebuilding a tree in a tree operation), `"callback"` (a host callback),
         `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
-        call that `profile()` did not see), `"trace"` (your code, while JAX traced
+        call that `profile()` could not tell from one), `"trace"` (your code, while JAX traced
         it), `"construction"` or `"eager"`."""
         self.jitted = record.jitted
         """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`
@@ -197,6 +197,9 @@ class Totals:
         """Attributed to each site's `tests` (the pytest option sets the test id)."""
         self.program: str | None = None
         """What ran (`train.py`, `-m pkg.train`), for the fixes' wording."""
+        self.unwatched: str | None = None
+        """What the engine did not watch (Python 3.11 without `every_checker`:
+        checks by beartype or typeguard alone), for the report to say so."""
         # Failed checks' errors: id -> (weak reference, site key).
         self._failed_with: dict[int, tuple[Any, tuple[str, str, str, str | None]]] = {}
         # And their frames: (id, code) -> site key.

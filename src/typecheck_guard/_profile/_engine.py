@@ -21,9 +21,10 @@ Jitted calls are seen for jitted callables made while `_jitwrap`'s factory patch
 are on, which we switch on at start: `typecheck-guard profile` does so before the
 program runs, so it sees every call. `with profile():` may not: a jitted function
 made before the block is called from C++, and the C++ rebuild of its output looks
-like the user's code building the object. Where that can be (a class JAX's C++
-rebuilds by calling it, not every jitted callable seen), we file the check as
-`unclear` rather than call it a construction.
+like the user's code building the object. There we read what the line JAX was
+called from calls (`_guard/_callee.py`): a jitted function makes the check a
+`dispatch`; a line we can't read, where the class is one JAX's C++ rebuilds by
+calling it, makes it `unclear` rather than a construction.
 
 On Python 3.11 a profile function runs for every call and return inside a check,
 and a 200-leaf `PyTree[...]` check makes ~44,000 calls (even a profile function that
@@ -42,16 +43,18 @@ pytest option), each with its own totals.
 from __future__ import annotations
 
 import atexit
-import functools as ft
+import contextlib
 import inspect
+import operator
 import os
 import sys
 import threading
 import weakref
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, Final
 
-from .._guard import _detect, _situation
+from .._compat._importhook import after_import
+from .._guard import _callee, _detect, _situation
 from .._guard._monitoring import Monitor
 from .._guard._track import Open, Tracker, import_hook_of, raised
 from ._data import Record, Totals
@@ -75,8 +78,7 @@ _disabled: set[int] = set()
 
 def _prepare() -> None:
     global _checker_dirs
-    if not _detect._known:  # the guard has not prepared them yet
-        _detect.prepare()
+    # (The guard, switched on first, reads each checker's code as it is imported.)
     _checker_dirs = _situation._package_dirs(("jaxtyping", "beartype", "typeguard"))
     _clear_kinds()
     _disabled.clear()
@@ -119,7 +121,7 @@ def _may_be_unseen_rebuild(cls: type | None) -> bool:
     own `register_dataclass` nodes (flax.struct included) are rebuilt in C++ by
     calling the class; every other registration calls a Python unflatten function,
     which we see. A class `install()` adapted runs no check when rebuilt."""
-    if cls is None:
+    if cls is None or "jax" not in sys.modules:
         return False
     try:
         from .._compat._jax import registry
@@ -131,6 +133,41 @@ def _may_be_unseen_rebuild(cls: type | None) -> bool:
         )
     except Exception:  # a label is no place to fail
         return False
+
+
+# What a check reached through a jitted call none of our wrappers saw is filed as,
+# were it not for `_unseen_dispatch`.
+_MAYBE_UNSEEN: Final = frozenset({"construction", "tree", "eager"})
+
+
+def _unseen_dispatch(
+    situation: _situation.Situation, caller: Any, what: str, cls: type | None
+) -> _situation.Situation:
+    """`situation`, or `dispatch` when JAX's C++ dispatch of a jitted function made
+    before the profile started ran the check: then the frame JAX was entered from
+    (the check's caller, or the caller of the registered unflatten that made the
+    check) is calling a jitted function (`_guard/_callee.py`). A construction we
+    can't tell from such a rebuild is `unclear`."""
+    entry = caller
+    if entry is not None and _situation.registered_unflatten(entry.f_code):
+        entry = _situation.outside_checkers(entry.f_back)
+    called = _callee.callee(entry) if entry is not None else None
+    if called is not None and _callee.is_jitted(called):
+        fun = getattr(called, "__wrapped__", called)
+        name = _detect.describe_jitted("jax.jit", fun, entry)
+        return _situation.Situation(
+            "dispatch",
+            name,
+            situation.rebuild or what == "constructor",
+            _callee.made_at(fun),
+        )
+    if (
+        called is None
+        and situation.when == "construction"
+        and _may_be_unseen_rebuild(cls)
+    ):
+        return situation._replace(when="unclear")
+    return situation
 
 
 def _watch_body(code: CodeType) -> None:
@@ -156,14 +193,14 @@ def _watch_body(code: CodeType) -> None:
 # (`_popped`). The checked function's body must run watched: it can make checks of
 # its own, and its time is not the check's. jaxtyping calls it as `fn(*args,
 # **kwargs)`, `fn` a variable of the closure of `wrapped_fn_impl`: the first time we
-# see a function checked, we put `_body(fn)` in that closure cell, which switches the
+# see a function checked, we put `_Body(fn)` in that closure cell, which switches the
 # profile function on for the body and off after it, and times it. (`wrapped_fn`,
-# which shares the cell, calls the same `_body(fn)` when checks are switched off: it
+# which shares the cell, calls the same `_Body(fn)` when checks are switched off: it
 # then only calls `fn`.) And since the profile function is off from the start of the
 # check, an argument-binding error, raised before `wrapped_fn`'s `try`, would never
 # reach `pop_shape_memo`: we replace the closure's `param_signature` with an equal
 # signature whose `bind` ends the check when it raises. Every cell we change is put
-# back when the engine stops. `sys.monitoring` (3.12+) needs none of this: it only
+# back when the engine stops, and none keeps a function alive meanwhile. `sys.monitoring` (3.12+) needs none of this: it only
 # calls us for checker code and bodies.
 #
 # We rejected cheaper-looking alternatives: a profile function that only looks for
@@ -172,8 +209,11 @@ def _watch_body(code: CodeType) -> None:
 # cleverness; and wrapping the user's function in place would change what they hold.
 
 _original_pop: Any = None
-_patched_cells: list[tuple[Any, Any]] = []
-_MAX_PATCHED = 100_000
+_original_push: Any = None
+_wrapper_code: CodeType | None = None  # jaxtyping's new-style `wrapped_fn`
+# The `wrapped_fn_impl` closures whose cells hold our body hook and signature, by
+# weak reference: a checked function the program drops is not kept alive by us.
+_patched: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
 
 
@@ -184,20 +224,72 @@ def _popped() -> None:
     if state is None or not state._stack:
         return
     top = state._stack[-1]
-    if top.fast and sys._getframe(1) is top.frame:
+    # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
+    if top.fast and top.frame in (sys._getframe(1), sys._getframe(1).f_back):
         error = sys.exc_info()[1]
         failed = error is not None and error is not top.data.handled
         state._error = error
         state.close(top, failed and not top.body_raised, end)
-        if _on:
+        if _mode == "profile":
             sys.setprofile(state.event)
 
 
-def _make_body(fn: Any) -> Any:
-    @ft.wraps(fn)
-    def body(*args: Any, **kwargs: Any) -> Any:
+def _pushed(arguments: Any) -> Any:
+    """jaxtyping's `push_shape_memo`, on the hooks backend: a check of
+    jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
+    ours)."""
+    if _mode == "hooks":
+        # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
+        frame = sys._getframe(1)
+        if frame.f_code is not _wrapper_code:
+            frame = frame.f_back
+        if frame is not None and frame.f_code is _wrapper_code:
+            _open_jaxtyping(frame)
+    return _original_push(arguments)
+
+
+def _open_jaxtyping(frame: FrameType) -> None:
+    state = _state()
+    stack = state._stack
+    if stack and stack[-1].frame is frame:
+        return  # opened at `bind`
+    try:
+        state.started(frame, _detect._JAXTYPING)
+    except Exception:  # never let the watching break the user's program
+        pass
+
+
+class _Body:
+    """What we put in jaxtyping's `fn` cell: calls the checked function with the
+    arguments as received, with the profile function on and its time apart (see
+    above). To everything else it is the function: its attributes, its
+    `inspect.signature` (through `__wrapped__`), and what a pickler writes for it
+    (cloudpickle pickles a `__main__` function's closure by value): the function,
+    behind a standard library callable that returns it."""
+
+    __slots__ = ("__typecheck_guard_body__", "__dict__", "__weakref__")
+
+    def __init__(self, fn: Any):
+        self.__typecheck_guard_body__ = fn
+        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(self, name, getattr(fn, name))
+            except AttributeError:
+                pass
+        self.__wrapped__ = fn
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__typecheck_guard_body__":  # not set yet (copy, unpickling)
+            raise AttributeError(name)
+        return getattr(self.__typecheck_guard_body__, name)
+
+    def __reduce__(self) -> Any:
+        return (operator.itemgetter(0), ((self.__typecheck_guard_body__,),))
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         now = _detect._clock()  # first: what follows is not the check's time
+        fn = self.__typecheck_guard_body__
         state = getattr(_local, "state", None)
         top = state._stack[-1] if state is not None and state._stack else None
         if (
@@ -207,31 +299,38 @@ def _make_body(fn: Any) -> Any:
             or top.data.function is not fn
         ):
             return fn(*args, **kwargs)
-        state.pause(top, body)  # type: ignore[union-attr]
+        state.pause(top, self)  # type: ignore[union-attr]
         top.paused_at = now
-        if _on:
+        profiling = _mode == "profile"
+        if profiling:
             sys.setprofile(state.event)  # type: ignore[union-attr]
         try:
             out = fn(*args, **kwargs)
         except BaseException:
-            sys.setprofile(None)
+            if profiling:
+                sys.setprofile(None)
             state.resume(top, True)  # type: ignore[union-attr]
             raise
-        sys.setprofile(None)
+        if profiling:
+            sys.setprofile(None)
         state.resume(top, False)  # type: ignore[union-attr]
         return out
-
-    body.__typecheck_guard_body__ = fn  # type: ignore[attr-defined]
-    return body
 
 
 class _Signature(inspect.Signature):
     """jaxtyping's `param_signature`, whose `bind` ends the fast-path check when it
-    raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`)."""
+    raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`).
+    Equal to it, and pickled as it."""
 
-    __slots__ = ()
+    __slots__ = ("_typecheck_guard_original",)
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
+        if _mode == "hooks":
+            # The check starts with the binding (jaxtyping's `wrapped_fn` binds
+            # first, once its checks are on).
+            frame = sys._getframe(1)
+            if frame.f_code is _wrapper_code:
+                _open_jaxtyping(frame)
         try:
             return inspect.Signature.bind(self, *args, **kwargs)
         except BaseException:
@@ -242,15 +341,19 @@ class _Signature(inspect.Signature):
                 # A call that does not match the signature: jaxtyping refused it,
                 # a failed check (as the other backends see it: its frame raised).
                 state.close(stack[-1], True, end)  # type: ignore[union-attr]
-                if _on:
+                if _mode == "profile":
                     sys.setprofile(state.event)  # type: ignore[union-attr]
             raise
+
+    def __reduce__(self) -> Any:
+        return self._typecheck_guard_original.__reduce__()
 
 
 def _quiet_signature(signature: inspect.Signature) -> _Signature:
     quiet = object.__new__(_Signature)
     for slot in ("_parameters", "_return_annotation"):
         object.__setattr__(quiet, slot, getattr(signature, slot))
+    object.__setattr__(quiet, "_typecheck_guard_original", signature)
     return quiet
 
 
@@ -259,16 +362,13 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
     locals, ready for the fast path (its body hook and exception-safe binding);
     `False` if we can't."""
     fn = local.get("fn")
-    if getattr(fn, "__typecheck_guard_body__", None) is not None:
+    if isinstance(fn, _Body):
         return True
     caller = frame.f_back
-    if (
-        caller is not None and caller.f_code.co_name == "_check_dataclass_annotations"
-    ) or len(_patched_cells) >= _MAX_PATCHED:
+    if caller is not None and caller.f_code.co_name == "_check_dataclass_annotations":
         # jaxtyping < 0.3 checks a dataclass through a function it makes for each
-        # construction, and a program may decorate functions without end: patching
-        # each would keep every one alive until we stop. Those are watched the slow
-        # way.
+        # construction: patching each would cost more than it saves. Those are
+        # watched the slow way.
         return False
     impl = local.get("wrapped_fn_impl")
     if _original_pop is None or impl is None or fn is None:
@@ -282,15 +382,14 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
             current, signature = fn_cell.cell_contents, signature_cell.cell_contents
         except ValueError:
             return False
-        if getattr(current, "__typecheck_guard_body__", None) is not None:
+        if isinstance(current, _Body):
             return True
         if current is not fn or type(signature) is not inspect.Signature:
             return False
-        body, quiet = _make_body(fn), _quiet_signature(signature)
-        _patched_cells.append((fn_cell, fn))
+        body, quiet = _Body(fn), _quiet_signature(signature)
         fn_cell.cell_contents = body
-        _patched_cells.append((signature_cell, signature))
         signature_cell.cell_contents = quiet
+        _patched.add(impl)
     # We run inside the profile function of the call of `wrapped_fn` whose locals
     # these are, and on its way out CPython writes that frame's `f_locals` back
     # into its variables, cells included (`PyFrame_LocalsToFast`): the new values
@@ -302,43 +401,59 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
 
 def _unpatch_cells() -> None:
     with _cells_lock:
-        while _patched_cells:
-            cell, original = _patched_cells.pop()
-            cell.cell_contents = original
+        for impl in list(_patched):
+            cells = _detect._cells(impl)
+            fn_cell, signature_cell = cells.get("fn"), cells.get("param_signature")
+            body = fn_cell.cell_contents if fn_cell is not None else None
+            if isinstance(body, _Body):
+                fn_cell.cell_contents = body.__typecheck_guard_body__  # pyright: ignore[reportOptionalMemberAccess]
+            quiet = signature_cell.cell_contents if signature_cell is not None else None
+            if isinstance(quiet, _Signature):
+                signature_cell.cell_contents = quiet._typecheck_guard_original  # pyright: ignore[reportOptionalMemberAccess]
+        _patched.clear()
 
 
 def _patch_pop() -> bool:
-    """Route jaxtyping's `pop_shape_memo` through `_popped`, if jaxtyping's
-    `wrapped_fn` still calls it by that global name; `False` if not (we then watch
-    jaxtyping's checks like any other, only slower)."""
-    global _original_pop
+    """Route jaxtyping's `pop_shape_memo` through `_popped` (and, on the hooks
+    backend, `push_shape_memo` through `_pushed`), if jaxtyping's `wrapped_fn` still
+    calls them by those global names; `False` if not (we then watch jaxtyping's
+    checks like any other on the profile-function backend, only slower, and not at
+    all on the hooks backend)."""
+    global _original_pop, _original_push, _wrapper_code
     from jaxtyping import _decorator
 
     original = getattr(_decorator, "pop_shape_memo", None)
+    push = getattr(_decorator, "push_shape_memo", None)
     wrapper = _detect._new_style_wrapper(_decorator.jaxtyped.__code__)
     if (
         original is None
         or wrapper is None
-        or "pop_shape_memo" not in wrapper.co_names
+        or not {"pop_shape_memo", "push_shape_memo"} <= set(wrapper.co_names)
         or not {"fn", "param_signature", "wrapped_fn_impl"} <= set(wrapper.co_freevars)
         or getattr(original, "__code__", None) is None
         or original.__code__.co_argcount != 0
+        or getattr(getattr(push, "__code__", None), "co_argcount", None) != 1
     ):
         return False
-    _original_pop = original
+    _original_pop, _wrapper_code = original, wrapper
     setattr(_decorator, "pop_shape_memo", _popped)  # noqa: B010
+    if _mode == "hooks":
+        _original_push = push
+        setattr(_decorator, "push_shape_memo", _pushed)  # noqa: B010
     return True
 
 
 def _unpatch_pop() -> None:
-    global _original_pop
+    global _original_pop, _original_push, _wrapper_code
     if _original_pop is None:
         return
     from jaxtyping import _decorator
 
     if getattr(_decorator, "pop_shape_memo", None) is _popped:
         setattr(_decorator, "pop_shape_memo", _original_pop)  # noqa: B010
-    _original_pop = None
+    if _original_push is not None and _decorator.push_shape_memo is _pushed:
+        setattr(_decorator, "push_shape_memo", _original_push)  # noqa: B010
+    _original_pop = _original_push = _wrapper_code = None
 
 
 # The leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped` function
@@ -353,33 +468,113 @@ _original_check: Any = None
 def _quiet_check(cls: Any, obj: Any, pytree_memo: Any) -> Any:
     profile = sys.getprofile()
     if not isinstance(getattr(profile, "__self__", None), _Thread):
-        return _original_check(cls, obj, pytree_memo)
+        return _original_check[1](cls, obj, pytree_memo)
     sys.setprofile(None)
     try:
-        return _original_check(cls, obj, pytree_memo)
+        return _original_check[1](cls, obj, pytree_memo)
     finally:
         sys.setprofile(profile)
 
 
+def _instancecheck(cls: Any, instance: Any) -> Any:
+    """`isinstance(x, PyTree[...])` on the hooks backend: a check of its own, unless
+    it runs inside another check (beartype's or typeguard's of an argument, which
+    it is part of)."""
+    original = _original_check[1]  # pyright: ignore[reportOptionalSubscript]
+    if _mode != "hooks":
+        return original(cls, instance)
+    state = _state()
+    stack = state._stack
+    if stack and stack[-1].in_body is None:
+        stack[-1].pytree = True
+        return original(cls, instance)
+    frame = sys._getframe()
+    try:
+        opened = state.started(frame, _detect._ISINSTANCE)
+    except Exception:  # never let the watching break the user's program
+        opened = False
+    if not opened:
+        return original(cls, instance)
+    try:
+        out = original(cls, instance)
+    except BaseException as error:
+        state._error = error
+        state.returned(frame, True)
+        state._error = None
+        raise
+    state.returned(frame, False)
+    return out
+
+
 def _patch_check() -> None:
+    """The profile-function backend: `_quiet_check` in place of `_MetaPyTree._check`;
+    the hooks backend: `_instancecheck` in place of its `__instancecheck__`."""
     global _original_check
-    owner = _detect._instancecheck_owners[0] if _detect._instancecheck_owners else None
-    original = vars(owner).get("_check") if owner is not None else None
-    code = getattr(original, "__code__", None)
-    if code is None or code.co_varnames[:3] != ("cls", "obj", "pytree_memo"):
+    owner = _detect._pytree_meta
+    if owner is None:
         return
-    _original_check = original
-    owner._check = _quiet_check  # pyright: ignore[reportOptionalMemberAccess]
+    if _mode == "hooks":
+        name, ours = "__instancecheck__", _instancecheck
+    else:
+        name, ours = "_check", _quiet_check
+    original = vars(owner).get(name)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_varnames[:2] not in (
+        ("cls", "obj"),
+        ("cls", "instance"),
+    ):
+        return
+    _original_check = (owner, original, name, ours)
+    setattr(owner, name, ours)
 
 
 def _unpatch_check() -> None:
     global _original_check
     if _original_check is None:
         return
-    owner = _detect._instancecheck_owners[0]
-    if vars(owner).get("_check") is _quiet_check:
-        owner._check = _original_check  # pyright: ignore[reportAttributeAccessIssue]
+    owner, original, name, ours = _original_check
+    if vars(owner).get(name) is ours:
+        setattr(owner, name, original)
     _original_check = None
+
+
+# jaxtyping is patched when it is imported, not by us (`_guard/_jitwrap.py`): a
+# program may set `JAXTYPING_DISABLE` before it imports jaxtyping.
+_hooks: contextlib.ExitStack | None = None
+
+
+def _patch_jaxtyping() -> None:
+    global _hooks
+    patches = {"jaxtyping": _patch_pop, "jaxtyping._pytree_type": _patch_check}
+    later = set()
+    from .._guard import _jitwrap
+
+    for name, patch in patches.items():
+        module = sys.modules.get(name)
+        if module is not None and not getattr(module.__spec__, "_initializing", False):
+            patch()
+        else:
+            later.add(name)
+    if later:
+
+        def on_import(module: Any) -> None:
+            if _mode is not None:
+                # The guard's hooks of the same module first (ours chain to
+                # them), also when another finder loaded it without asking.
+                _jitwrap._patch_pending()
+                patches[module.__name__]()
+
+        _hooks = contextlib.ExitStack()
+        after_import(later, on_import, _hooks)
+
+
+def _unpatch_jaxtyping() -> None:
+    global _hooks
+    if _hooks is not None:
+        _hooks.close()
+        _hooks = None
+    _unpatch_pop()
+    _unpatch_check()
 
 
 # --- per-thread watching -----------------------------------------------------------
@@ -426,7 +621,7 @@ class _Thread(Tracker):
     # The `sys.setprofile` backend's profile function.
     def event(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
-            if not _on:  # the engine stopped: leave this thread alone
+            if _mode != "profile":  # the engine stopped: leave this thread alone
                 sys.setprofile(None)
                 return
             code = frame.f_code
@@ -464,13 +659,11 @@ class _Thread(Tracker):
         if described is None:
             return None
         cls = _situation.built_class(frame, described.what)
-        situation, _ = _situation.situation(frame, described.what, cls, described.body)
-        if (
-            situation.when == "construction"
-            and not _sees_every_jit
-            and _may_be_unseen_rebuild(cls)
-        ):
-            situation = situation._replace(when="unclear")
+        situation, caller = _situation.situation(
+            frame, described.what, cls, described.body
+        )
+        if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
+            situation = _unseen_dispatch(situation, caller, described.what, cls)
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None:
@@ -487,11 +680,18 @@ class _Thread(Tracker):
     def opened(self, check: Open) -> None:
         data = check.data
         if (
-            _original_pop is not None
-            and data.described is not None
-            and "wrapped_fn_impl" in data.described.frame_locals
-            and sys.getprofile() == self.event
-            and _fast_path(check.frame, data.described.frame_locals)
+            _original_pop is None
+            or data.described is None
+            or "wrapped_fn_impl" not in data.described.frame_locals
+        ):
+            return
+        if _mode == "hooks":
+            # It ends in jaxtyping's `pop_shape_memo`, with or without our body
+            # hook (without it, the body's time is the check's).
+            check.fast = True
+            _fast_path(check.frame, data.described.frame_locals)
+        elif sys.getprofile() == self.event and _fast_path(
+            check.frame, data.described.frame_locals
         ):
             # Not when the runtime guard's window shares the profile function: it
             # must see the check's end itself.
@@ -622,7 +822,12 @@ def _stop_monitoring() -> None:
 
 _lock = threading.RLock()
 _recorders: tuple[Totals, ...] = ()
-_on = False
+# How Python 3.11 and older watch (3.12+: `sys.monitoring`, and `None` here):
+# "hooks", where checkers enter (jaxtyping's shape memo, the checked function's
+# body, `isinstance(x, PyTree[...])`), with no profile function; or "profile", a
+# profile function on every call (`every_checker`), which also sees beartype's and
+# typeguard's own wrappers, and makes the rest of the program slower.
+_mode: str | None = None
 # Whether every jitted callable the program made is one of our wrappers (see the
 # module docstring): decided when the first recorder attaches.
 _sees_every_jit = False
@@ -641,11 +846,14 @@ def _stop_at_exit() -> None:
             detach(recorder)
 
 
-def attach(recorder: Totals, *, before_program: bool = False) -> None:
+def attach(
+    recorder: Totals, *, before_program: bool = False, every_checker: bool = False
+) -> None:
     """Start recording into `recorder`. `before_program`: the program has not run
     yet (`typecheck-guard profile`, the pytest option), so every jitted callable it
-    makes will be ours to see."""
-    global _recorders, _on, _sees_every_jit
+    makes will be ours to see. `every_checker`: on Python 3.11 and older, watch with
+    a profile function (the first recorder decides)."""
+    global _recorders, _mode, _sees_every_jit
     from .._guard import _jitwrap
 
     with _lock:
@@ -660,19 +868,23 @@ def attach(recorder: Totals, *, before_program: bool = False) -> None:
                 _sees_every_jit = _jitwrap.sees_every_jit()
                 _prepare()
                 if not _start_monitoring():
-                    _patch_pop()
-                    _patch_check()
-                    _on = True
-                    threading.setprofile(_bootstrap)
-                    sys.setprofile(_state().event)
+                    _mode = "profile" if every_checker else "hooks"
+                    _patch_jaxtyping()
+                    if _mode == "profile":
+                        threading.setprofile(_bootstrap)
+                        sys.setprofile(_state().event)
             except BaseException:
+                _mode = None
                 _jitwrap.release()
                 raise
+        recorder.unwatched = (
+            None if _mode != "hooks" else "checks by beartype or typeguard alone"
+        )
         _recorders = (*_recorders, recorder)
 
 
 def detach(recorder: Totals) -> None:
-    global _recorders, _on
+    global _recorders, _mode
     from .._guard import _jitwrap
 
     with _lock:
@@ -684,9 +896,8 @@ def detach(recorder: Totals) -> None:
         if _monitor.tool is not None:
             _stop_monitoring()
         else:
-            _on = False
-            _unpatch_pop()
-            _unpatch_check()
+            _mode = None
+            _unpatch_jaxtyping()
             _unpatch_cells()
             threading.setprofile(None)  # pyright: ignore[reportArgumentType]
             if isinstance(getattr(sys.getprofile(), "__self__", None), _Thread):

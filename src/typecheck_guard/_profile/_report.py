@@ -243,8 +243,9 @@ def _fix(site: Site, program: str | None) -> str:
         name = site.name.rsplit(".", 1)[-1]
         return (
             f"can't tell: your code built {name} here, or JAX rebuilt it after a call "
-            "of a jitted function made before the profile started (its C++ dispatch "
-            "leaves no trace). Make the jitted function inside the `with "
+            "of a jitted function made before the profile started, on a line whose "
+            "call the profile can't read (its C++ dispatch leaves no trace). Make the "
+            "jitted function inside the `with "
             "typecheck_guard.profile():` block, or run the program under "
             "`typecheck-guard profile`, which sees every call. If it is a rebuild, "
             + _rebuild_fix(site, program)
@@ -301,15 +302,56 @@ def _shown(name: str) -> str:
     return name.replace("__main__.", "")
 
 
-def _label(site: Site) -> str:
-    text = f"{_shown(site.name)} ({site.checker})"
+def _label(site: Site) -> list[str]:
+    """The site's name, in the parts a narrow column breaks it into: what was
+    checked and by whom, the jitted function, the failures, the threads."""
+    parts = [_shown(site.name), f"({site.checker})"]
     if site.jitted:
-        text += f" in {_shown(site.jitted)}"
+        parts.append(f"in {_shown(site.jitted)}")
     if site.failed:
-        text += f" [{site.failed} failed]"
+        parts.append(f"[{site.failed} failed]")
     if len(site.threads) > 1 or (site.threads and "MainThread" not in site.threads):
-        text += f" [threads: {', '.join(sorted(site.threads))}]"
-    return text
+        parts.append(f"[threads: {', '.join(sorted(site.threads))}]")
+    return parts
+
+
+# The report fits a terminal of this many columns, and the documentation's code
+# blocks at 1280 px.
+WIDTH: Final = 100
+
+
+def _breakable(word: str) -> list[str]:
+    """`word`, cut after its dots, slashes and colons (a dotted name, a path, a
+    test id), so that no piece is longer than it must be."""
+    pieces, start = [], 0
+    for i, char in enumerate(word):
+        if char in "./:" and i + 1 < len(word) and word[i + 1] not in "./:":
+            pieces.append(word[start : i + 1])
+            start = i + 1
+    pieces.append(word[start:])
+    return [p for p in pieces if p]
+
+
+def _fit(parts: list[str], width: int) -> list[str]:
+    """`parts` as lines of at most `width` characters: a part goes on the line
+    before it when it fits there, else starts its own, broken at spaces, and a name
+    longer than a line after its dots."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+            continue
+        line = ""
+        for word in part.split(" "):
+            pieces = [word] if len(word) <= width else _breakable(word)
+            for i, piece in enumerate(pieces):
+                glue = " " if line and i == 0 else ""
+                if line and len(line) + len(glue) + len(piece) > width:
+                    lines.append(line)
+                    line, glue = "", ""
+                line += glue + piece
+        lines.append(line)
+    return lines
 
 
 def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
@@ -325,37 +367,60 @@ def _wrapped(first: str, text: str, width: int = 88) -> list[str]:
     )
 
 
+# The table's columns before the site's: `#`, checks, time, per check, first call,
+# share, when.
+_ROW: Final = "{:>3} {:>6} {:>9} {:>9} {:>10} {:>6}  {:<12}  "
+
+
 def format_text(
     prof: Totals, top: int | None = 20, more: str = "report(top=0) lists them all"
 ) -> str:
-    """The report as text. `top`: how many sites to list (`None` or 0: all); `more`:
-    how to list the others, in the words of whoever asked (the command line's
-    `--top 0`, the API's `report(top=0)`)."""
+    """The report as text, at most `WIDTH` columns wide (a long site name is broken
+    over lines, in its column). `top`: how many sites to list (`None` or 0: all);
+    `more`: how to list the others, in the words of whoever asked (the command
+    line's `--top 0`, the API's `report(top=0)`)."""
     top = validate_top(top)
     sites = prof.sites
     shown = sites if top is None else sites[:top]
     wall = prof.wall_seconds
-    lines = [f"typecheck-guard profile: {headline(prof)}."]
+    # The headline's clauses on lines of their own: what the checks took, then how
+    # much of that is removable.
+    first, *clauses = f"typecheck-guard profile: {headline(prof)}.".split("; ")
+    lines = _wrapped("", first + (";" if clauses else ""), WIDTH)
+    for clause in clauses:
+        lines.extend(_wrapped("", clause, WIDTH))
     if not sites:
-        return lines[0]
+        return "\n".join(lines)
     lines.append("")
-    lines.append(
-        f"{'#':>3} {'checks':>7} {'time':>10} {'per check':>10} {'first call':>11} "
-        f"{'share':>6}  {'when':<12}  site"
+    header = _ROW.format(
+        "#", "checks", "time", "per check", "first call", "share", "when"
     )
+    lines.append(header + "site")
+    indent = " " * len(header)
     for i, site in enumerate(shown, 1):
         first = _seconds(site.setup_seconds) if site.first_calls else "-"
-        lines.append(
-            f"{i:>3} {site.count:>7} {_seconds(site.seconds):>10} "
-            f"{_seconds(site.per_check):>10} {first:>11} "
-            f"{_percent(site.seconds, wall):>6}  {site.when:<12}  {_label(site)}"
+        row = _ROW.format(
+            i,
+            site.count,
+            _seconds(site.seconds),
+            _seconds(site.per_check),
+            first,
+            _percent(site.seconds, wall),
+            site.when,
         )
+        label = _fit(_label(site), WIDTH - len(indent))
+        lines.append(row + label[0])
+        lines.extend(indent + rest for rest in label[1:])
     rest = sites[len(shown) :]
     if rest:
-        lines.append(
-            f"    ({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
-            f"{sum(s.count for s in rest)} checks, "
-            f"{_seconds(sum(s.seconds for s in rest))}: {more})"
+        lines.extend(
+            _wrapped(
+                "    ",
+                f"({len(rest)} more site{'s' if len(rest) != 1 else ''}, "
+                f"{sum(s.count for s in rest)} checks, "
+                f"{_seconds(sum(s.seconds for s in rest))}: {more})",
+                WIDTH,
+            )
         )
     lines.append("")
     lines.append("fixes:")
@@ -378,14 +443,24 @@ def format_text(
         lines.append("")
         lines.append("tests that spent the most in checks:")
         for test, seconds in tests[: top or len(tests)]:
-            lines.append(f"  {_seconds(seconds):>10}  {test}")
+            first_line, *others = _fit([test], WIDTH - 14)
+            lines.append(f"  {_seconds(seconds):>10}  {first_line}")
+            lines.extend(" " * 14 + other for other in others)
     lines.append("")
+    unwatched = ""
+    if prof.unwatched:
+        unwatched = (
+            f"; not watched on Python {sys.version_info[0]}.{sys.version_info[1]}: "
+            f"{prof.unwatched} (profile(every_checker=True) or --every-checker "
+            "watches them, slower)"
+        )
     lines.extend(
         _wrapped(
             "",
             "(per check: the steady state; first call: the first check of each "
             "checked function, with the checker's one-time setup; share: of the wall "
-            "time; this process only: the processes it starts are not watched)",
+            "time; this process only: the processes it starts are not watched"
+            f"{unwatched})",
         )
     )
     return "\n".join(lines)

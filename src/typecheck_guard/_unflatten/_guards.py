@@ -576,6 +576,16 @@ def checks_any(cls: type, names: tuple[str, ...] = HOOKS) -> bool:
 def blocker(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
     """Why a checked hook among `names` of `cls` can't be skipped, or `None`: what
     `guard_class` would return, without guarding anything."""
+    found = blocking_layer(cls, names)
+    return None if found is None else _blocked(*found)
+
+
+def blocking_layer(
+    cls: type, names: tuple[str, ...] = HOOKS
+) -> tuple[type, str, Any] | None:
+    """`(owner, name, layer)` of the first checked hook among `names` of `cls` that
+    can't be skipped: the layer is what sits above its check (a decorator that is
+    not a checker, or `INSTRUMENTED`); `None` when every one can be."""
     for name in names:
         owner = _owner(cls, name)
         if owner is None or owner is object:
@@ -583,7 +593,7 @@ def blocker(cls: type, names: tuple[str, ...] = HOOKS) -> str | None:
         method = vars(owner)[name]
         layers = peel(original_of(method))
         if layers.checkers and layers.unchecked is None:
-            return _blocked(owner, name, layers.blocker)
+            return owner, name, layers.blocker
     return None
 
 
