@@ -37,6 +37,12 @@ def require(package: str, version: str, why: str) -> None:
         pytest.skip(f"{needs} ({why})")
 
 
+def older(package: str, version: str) -> bool:
+    """Whether the installed `package` is older than `version`: for an assertion
+    about a library's own behaviour that changed there."""
+    return _too_old(package, version)[0]
+
+
 def run_cached(step: Any, state: Any, n: int = 20) -> Any:
     """Call `step` once (trace and compile), then `n` more times (cache hits)."""
     state = step(state)

@@ -416,18 +416,21 @@ def _observe(fn: Any) -> Any:
 
 def one_level_function(name: str) -> Any:
     """`jax.tree_util.flatten_one_level` (or `_with_keys`): public from jax 0.7, in
-    `jax._src.tree_util` before."""
+    `jax._src.tree_util` before (`_with_keys` from jax 0.5); `None` where missing."""
     import jax
     import jax._src.tree_util
 
-    return getattr(jax.tree_util, name, None) or getattr(jax._src.tree_util, name)
+    return getattr(jax.tree_util, name, None) or getattr(jax._src.tree_util, name, None)
 
 
 def _one_level(value: Any, with_keys: bool) -> Any:
     """What `jax.tree_util.flatten_one_level(value)` (or its `_with_keys` form)
     returns: the children's container type, each child, and the auxiliary data."""
     if with_keys:
-        children, aux = one_level_function("flatten_one_level_with_keys")(value)
+        fn = one_level_function("flatten_one_level_with_keys")
+        if fn is None:
+            return "<no flatten_one_level_with_keys>"
+        children, aux = fn(value)
         described = [
             [scrub(repr(k)), _describe(v, 6)]
             for k, v in children  # (key, child) pairs

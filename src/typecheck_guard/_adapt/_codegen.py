@@ -339,6 +339,9 @@ def own_codes(fn: Any, cls: type | None = None) -> frozenset[Any]:
             todo.append(vars(f).get("__wrapped__"))
         except TypeError:  # no `__dict__`
             pass
+    # A metaclass's `__call__` is a constructor of its own, even under another name.
+    for meta in type(cls).__mro__ if cls is not None else ():
+        codes.discard(getattr(vars(meta).get("__call__"), "__code__", None))
     return frozenset(codes)
 
 
@@ -363,10 +366,9 @@ def _named(
         for name in c.co_names:
             if isinstance(scope, dict) and isinstance(scope.get(name), _FUNCTIONS):
                 todo.append(scope[name])
-            for klass in getattr(cls, "__mro__", ()):
+            for klass in getattr(cls, "__mro__", ()):  # all: `super().name(...)`
                 if isinstance(vars(klass).get(name), _FUNCTIONS):
                     todo.append(vars(klass)[name])
-                    break
     for cell in cells:
         try:
             content = cell.cell_contents
