@@ -207,13 +207,15 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         kind = type(self)
         # Row 1: JAX's registry is running `install()`'s unflatten of exactly
         # `type(self)`, and this hook is called from that unflatten's own code.
-        # `where` is `(code, depth, token, codes)`: the code of our wrapper, how far
-        # up its frame is when the class's own unflatten calls the hook itself (the
-        # fast case), the wrapper's `__module__`, a string object of its own, which
-        # Python 3.12+ reads off that frame without making a frame object, and the
-        # codes of the registered unflatten's own functions; otherwise we walk up
-        # to it, and a frame of any other code on the way (a helper, a metaclass's
-        # `__call__`, a signal handler) means no row 1.
+        # `where` is `(code, depth, token, codes, at)`: the code of our wrapper, how
+        # far up its frame is when the class's own unflatten calls the hook itself
+        # (the fast case), the wrapper's `__module__`, a string object of its own,
+        # which Python 3.12+ reads off that frame without making a frame object,
+        # the codes of the registered unflatten's own functions (by `id`), and the
+        # wrapper's `f_lasti` while it calls a Python function (`_calling_at` in
+        # `_adapt/_codegen.py`); otherwise we walk up to it, and a frame of any
+        # other code on the way (a metaclass's `__call__`, a signal handler) means
+        # no row 1.
         where = plan.where if kind is plan.owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
@@ -222,9 +224,12 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
                         ours = modulename(1) is where[2]
                     else:
                         ours = getframe(1).f_code is where[0]
-                else:  # the registered function calls it, called by our wrapper
+                elif where[4] is not None:  # a Python function, called by it
+                    wrapper = getframe(2)
+                    ours = wrapper.f_code is where[0] and wrapper.f_lasti == where[4]
+                else:  # another callable, called by our wrapper
                     caller = getframe(1)
-                    ours = caller.f_code in where[3] and (
+                    ours = id(caller.f_code) in where[3] and (
                         modulename(2) is where[2]
                         if modulename is not None
                         else caller.f_back.f_code is where[0]
@@ -250,28 +255,30 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
-def _where_of(cls: type) -> tuple[Any, int, str, frozenset[Any]] | None:
+def _where_of(cls: type) -> tuple[Any, int, str, dict[int, Any], int | None] | None:
     # A module-level function, not a closure over the weak dictionary: a guard's
     # closure holds only what pickles (cloudpickle sends a class defined in
     # `__main__` by value, guards included).
     return _wheres.get(cls)
 
 
-def _from_unflatten(frame: Any, where: tuple[Any, int, str, frozenset[Any]]) -> bool:
+def _from_unflatten(
+    frame: Any, where: tuple[Any, int, str, dict[int, Any], int | None]
+) -> bool:
     """Whether `frame` runs the code of the unflatten whose wrapper is `where[0]`:
     `wrapper`'s frame is at most `_DEPTH` frames above it, and every frame in
     between runs the registered unflatten's own code (`where[3]`). A frame of any
     other code in between was not called by that unflatten (a signal handler or a
     finalizer runs on top of the frame it interrupts), or is a constructor of its
     own (a metaclass's `__call__`, an `__init__`): its constructions are checked."""
-    wrapper, _, _, codes = where
+    wrapper, codes = where[0], where[3]
     for _ in range(_DEPTH):
         if frame is None:
             return False
         code = frame.f_code
         if code is wrapper:
             return True
-        if code not in codes or code.co_name in _HOOK_NAMES or code in _BARRIERS:
+        if id(code) not in codes or code.co_name in _HOOK_NAMES or code in _BARRIERS:
             return False
         frame = frame.f_back
     return False
@@ -294,7 +301,9 @@ def unflattening(frame: Any) -> type | None:
     return None
 
 
-def register_wrapper(cls: type, where: tuple[Any, int, str, frozenset[Any]]) -> None:
+def register_wrapper(
+    cls: type, where: tuple[Any, int, str, dict[int, Any], int | None]
+) -> None:
     """`where = (code, depth, token, codes)`: the code of the wrapper `install()`
     registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
     calls that hook directly, the wrapper's `__module__` (a string object of its
@@ -329,9 +338,9 @@ _BARRIERS: set[Any] = set()
 # class -> `(code, depth)` of the wrapper `install()` registered for it, and that
 # code -> the class. Weak: JAX's registry keeps the class alive, not we; the
 # wrapper's code lives as long as the class's registry entry.
-_wheres: weakref.WeakKeyDictionary[type, tuple[Any, int, str, frozenset[Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+_wheres: weakref.WeakKeyDictionary[
+    type, tuple[Any, int, str, dict[int, Any], int | None]
+] = weakref.WeakKeyDictionary()
 _wrapper_classes: weakref.WeakValueDictionary[Any, type] = weakref.WeakValueDictionary()
 
 
