@@ -217,7 +217,7 @@ def generate_dataclass_functions(
     namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _where=None)
     marked = _compile("marked_unflatten", cls, marked_src, dict(namespace))
     # It calls `cls(**fields)` itself: the hook's caller.
-    marked.__globals__["_where"] = _where(marked, 1, {}) + (None,)
+    marked.__globals__["_where"] = _where(marked, 1, {}) + (None, None)
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
@@ -250,6 +250,7 @@ def generate_marked_unflatten(
     node's own `tree_unflatten` included) is called without its check, as the
     constructor is: JAX's registry calling it is the unflatten (`without_check`)."""
     call, checked_call, memo = without_check(fn)
+    call, fn_token = _own_copy(call)
     lines = [
         "def unflatten(aux, children):",
         "    if _cls.__init__ is not _init:",
@@ -280,10 +281,38 @@ def generate_marked_unflatten(
     inner = getattr(inner, "__func__", inner)
     namespace["_where"] = _where(
         out, 1 if isinstance(inner, type) else 2, own_codes(call, cls)
-    ) + (_calling_at(source, namespace, call),)
+    ) + (_calling_at(source, namespace, call), fn_token)
     out.__wrapped__ = fn
     out.__typecheck_guard_plain__ = fn
     return out
+
+
+def _own_copy(call: Any) -> tuple[Any, str | None]:
+    """`call` as a function object of our own when it is a Python function (or a
+    method of one): the same code, globals, closure, defaults and attributes, only
+    its `__module__` a string object of its own, which Python 3.12+ reads off its
+    frame without making a frame object (`sys._getframemodulename`). Only our
+    wrapper holds it, so a frame running it was called by our wrapper: the fast case
+    of row 1 there. The wrapper's `__wrapped__` is still the registered function,
+    and the copy runs the very same code, so nothing the user sees changes.
+    `(call, None)` on Python 3.11 and for any other callable."""
+    if sys.version_info < (3, 12):
+        return call, None
+    fn = getattr(call, "__func__", call)
+    if not isinstance(fn, types.FunctionType) or isinstance(call, functools.partial):
+        return call, None
+    copy = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__doc__ = fn.__doc__
+    copy.__dict__.update(fn.__dict__)
+    token = "".join([str(fn.__module__), ":", fn.__qualname__])
+    copy.__module__ = token
+    if fn is not call:  # a bound method: bound to the same object
+        return types.MethodType(copy, call.__self__), token
+    return copy, token
 
 
 def _calling_at(source: str, namespace: dict[str, Any], call: Any) -> int | None:

@@ -207,15 +207,16 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
         kind = type(self)
         # Row 1: JAX's registry is running `install()`'s unflatten of exactly
         # `type(self)`, and this hook is called from that unflatten's own code.
-        # `where` is `(code, depth, token, codes, at)`: the code of our wrapper, how
-        # far up its frame is when the class's own unflatten calls the hook itself
-        # (the fast case), the wrapper's `__module__`, a string object of its own,
-        # which Python 3.12+ reads off that frame without making a frame object,
-        # the codes of the registered unflatten's own functions (by `id`), and the
-        # wrapper's `f_lasti` while it calls a Python function (`_calling_at` in
-        # `_adapt/_codegen.py`); otherwise we walk up to it, and a frame of any
-        # other code on the way (a metaclass's `__call__`, a signal handler) means
-        # no row 1.
+        # `where` is `(code, depth, token, codes, at, fn_token)`: the code of our
+        # wrapper, how far up its frame is when the class's own unflatten calls the
+        # hook itself (the fast case), the wrapper's `__module__`, a string object
+        # of its own, which Python 3.12+ reads off that frame without making a frame
+        # object, the codes of the registered unflatten's own functions (by `id`),
+        # the wrapper's `f_lasti` while it calls a Python function (`_calling_at`
+        # in `_adapt/_codegen.py`), and the `__module__` of our own copy of that
+        # function on 3.12+ (`_own_copy`). Otherwise we walk up to the wrapper, and
+        # a frame of any other code on the way (a metaclass's `__call__`, a signal
+        # handler) means no row 1.
         where = plan.where if kind is plan.owner else where_of(kind)
         if where is not None and (memo is None or not memo()):
             try:
@@ -224,6 +225,10 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
                         ours = modulename(1) is where[2]
                     else:
                         ours = getframe(1).f_code is where[0]
+                elif where[5] is not None and modulename is not None:
+                    # Python 3.12+: our own copy of the unflatten function (only our
+                    # wrapper calls it) runs right above the hook.
+                    ours = modulename(1) is where[5]
                 elif where[4] is not None:  # a Python function, called by it
                     wrapper = getframe(2)
                     ours = wrapper.f_code is where[0] and wrapper.f_lasti == where[4]
@@ -255,7 +260,9 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
     return guard
 
 
-def _where_of(cls: type) -> tuple[Any, int, str, dict[int, Any], int | None] | None:
+def _where_of(
+    cls: type,
+) -> tuple[Any, int, str, dict[int, Any], int | None, str | None] | None:
     # A module-level function, not a closure over the weak dictionary: a guard's
     # closure holds only what pickles (cloudpickle sends a class defined in
     # `__main__` by value, guards included).
@@ -263,7 +270,7 @@ def _where_of(cls: type) -> tuple[Any, int, str, dict[int, Any], int | None] | N
 
 
 def _from_unflatten(
-    frame: Any, where: tuple[Any, int, str, dict[int, Any], int | None]
+    frame: Any, where: tuple[Any, int, str, dict[int, Any], int | None, str | None]
 ) -> bool:
     """Whether `frame` runs the code of the unflatten whose wrapper is `where[0]`:
     `wrapper`'s frame is at most `_DEPTH` frames above it, and every frame in
@@ -302,7 +309,7 @@ def unflattening(frame: Any) -> type | None:
 
 
 def register_wrapper(
-    cls: type, where: tuple[Any, int, str, dict[int, Any], int | None]
+    cls: type, where: tuple[Any, int, str, dict[int, Any], int | None, str | None]
 ) -> None:
     """`where = (code, depth, token, codes)`: the code of the wrapper `install()`
     registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
@@ -339,7 +346,7 @@ _BARRIERS: set[Any] = set()
 # code -> the class. Weak: JAX's registry keeps the class alive, not we; the
 # wrapper's code lives as long as the class's registry entry.
 _wheres: weakref.WeakKeyDictionary[
-    type, tuple[Any, int, str, dict[int, Any], int | None]
+    type, tuple[Any, int, str, dict[int, Any], int | None, str | None]
 ] = weakref.WeakKeyDictionary()
 _wrapper_classes: weakref.WeakValueDictionary[Any, type] = weakref.WeakValueDictionary()
 
