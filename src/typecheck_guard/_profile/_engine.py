@@ -249,14 +249,22 @@ def _pushed(arguments: Any) -> Any:
 
 
 def _open_jaxtyping(frame: FrameType) -> None:
+    if getattr(_local, "opening", False):
+        # A check that our own bookkeeping ran (reading `__wrapped__` off a jitted
+        # object of a package under jaxtyping's import hook): not the program's, and
+        # watching it would open another, without end.
+        return
     state = _state()
     stack = state._stack
     if stack and stack[-1].frame is frame:
         return  # opened at `bind`
+    _local.opening = True
     try:
         state.started(frame, _detect._JAXTYPING)
     except Exception:  # never let the watching break the user's program
         pass
+    finally:
+        _local.opening = False
 
 
 class _Body:
