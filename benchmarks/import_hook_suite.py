@@ -13,7 +13,10 @@ bodies nest deep, and most checks run while JAX traces. Per round, interleaved:
 We print the CPU time (user + system, children) of each run, and the ratio of the
 reported check time to on - off (the issue's bar: within 25%).
 
-    python benchmarks/import_hook_suite.py --suite DIR [--rounds 3] -- pytest args...
+    python benchmarks/import_hook_suite.py --suite DIR [--rounds 3] [--every-checker] \\
+        -- pytest args...
+
+(`--every-checker`: profile with `typecheck-guard profile --every-checker`.)
 
 e.g. Equinox's own tests at the installed release's tag, with its own settings
 (its `pyproject.toml` passes `--jaxtyping-packages=equinox,beartype.beartype(...)`):
@@ -46,6 +49,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", required=True, help="the directory to run pytest in")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--every-checker", action="store_true")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     args = [a for a in options.pytest_args if a != "--"]
@@ -69,6 +73,7 @@ def main() -> int:
                     "-m",
                     "typecheck_guard",
                     "profile",
+                    *(["--every-checker"] if options.every_checker else []),
                     "--json",
                     out,
                     "-m",

@@ -12,16 +12,23 @@ returning a jaxtyped `flax.struct` whose `PyTree[Float[Array, "..."]]` field hol
   a function checked by the checker alone, it does not switch the check off, so
   "on - off" reads as the whole call).
 
-We report the medians of the per-round ratios B / A (the profiler's overhead) and
-(reported check time per call) / (A - C) (how far the report is from "checks on
-minus checks off"). The step is made while the profiler's factory patches are on, as
-under `typecheck-guard profile`, for A and B alike. B is the steady state: we attach
-the profiler for each round, and leave one call after attaching out of the timing
-(attaching re-instruments the code that runs next on Python 3.12+, a cost paid once
-per attach, not per call).
+A fourth workload runs no check at all: eager JAX code (a few `jax.numpy`
+operations on small arrays, Python-bound), the price of profiling for the rest of a
+program.
+
+We report the medians of the per-round ratios B / A (the profiler's overhead, with
+the lowest and highest round) and (reported check time per call) / (A - C) (how far
+the report is from "checks on minus checks off"). The step is made while the
+profiler's factory patches are on, as under `typecheck-guard profile`, for A and B
+alike. B is the steady state: we attach the profiler for each round, and leave one
+call after attaching out of the timing (attaching re-instruments the code that runs
+next on Python 3.12+, a cost paid once per attach, not per call).
 
     python benchmarks/profile_overhead.py [--rounds 15] [--calls 20] [--leaves 200]
-        [--checker beartype|typeguard]
+        [--checker beartype|typeguard] [--every-checker]
+
+`--every-checker` profiles with `profile(every_checker=True)` (on Python 3.11, a
+profile function on every call; no effect on 3.12+).
 """
 
 from __future__ import annotations
@@ -73,17 +80,17 @@ def time_per_call(
 
 
 def measure(
-    run: Any, rounds: int, calls: int, switchable: bool = True
+    run: Any, rounds: int, calls: int, switchable: bool = True, every: bool = False
 ) -> dict[str, float]:
     for _ in range(2):  # trace, compile, first checks
         time_per_call(run, 1)
         time_per_call(run, 1, disabled=True)
-        with typecheck_guard.profile():
+        with typecheck_guard.profile(every_checker=every):
             run(1)
     overhead, accuracy, per_a, per_b, per_c, reported = [], [], [], [], [], []
     for _ in range(rounds):
         a = time_per_call(run, calls)
-        prof = typecheck_guard.profile()
+        prof = typecheck_guard.profile(every_checker=every)
         b = time_per_call(run, calls, prof=prof)
         c = time_per_call(run, calls, disabled=True)
         checks = prof.timed_seconds / calls
@@ -95,6 +102,8 @@ def measure(
         reported.append(checks)
     return {
         "overhead": statistics.median(overhead),
+        "overhead_low": min(overhead),
+        "overhead_high": max(overhead),
         "accuracy": statistics.median(accuracy),
         "unprofiled_s": statistics.median(per_a),
         "profiled_s": statistics.median(per_b),
@@ -123,22 +132,45 @@ def _checker_alone(checker: Any, leaves: int) -> Any:
     return run
 
 
+def _eager_jax() -> Any:
+    """Eager JAX code, no check anywhere: what profiling costs the rest of a
+    program."""
+    import jax.numpy as jnp
+
+    x = jnp.ones((4, 4))
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            y = x
+            for _ in range(100):
+                y = jnp.tanh(y @ x) + 1.0
+            y.block_until_ready()
+
+    return run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--leaves", type=int, default=200)
     parser.add_argument("--checker", default="beartype")
+    parser.add_argument("--every-checker", action="store_true")
     options = parser.parse_args()
 
     import jax
 
     checker = load_checker(options.checker)
-    with typecheck_guard.profile():  # the step is made under the factory patches
+    every = options.every_checker
+    # The step is made under the factory patches.
+    with typecheck_guard.profile(every_checker=every):
         step = flax_state_prepare(checker, options.leaves).make("none")
     preset = PRESETS["quick"]._replace(eager_leaves=options.leaves)
     eager = _eager_prepare(checker, preset).baseline
-    backend = "sys.monitoring" if sys.version_info >= (3, 12) else "sys.setprofile"
+    if sys.version_info >= (3, 12):
+        backend = "sys.monitoring"
+    else:
+        backend = "sys.setprofile" if every else "checker hooks, no profile function"
     print(
         f"Python {platform.python_version()} ({backend}), jax {jax.__version__}, "
         f"{options.checker}, {options.leaves} leaves; median of {options.rounds} "
@@ -146,20 +178,23 @@ def main() -> int:
     )
     print(
         f"{'workload':28} {'unprofiled':>11} {'profiled':>11} {'overhead':>9} "
-        f"{'on - off':>10} {'reported':>10} {'reported / (on - off)':>22}"
+        f"{'on - off':>10} {'reported':>10} {'reported / (on - off)':>22} "
+        "overhead rounds"
     )
     for name, run, switchable in (
         ("flax.struct state step", step, True),
         ("eager PyTree call", eager, True),
         ("eager, checker alone", _checker_alone(checker, options.leaves), False),
+        ("eager JAX, no check", _eager_jax(), False),
     ):
-        m = measure(run, options.rounds, options.calls, switchable)
+        m = measure(run, options.rounds, options.calls, switchable, every)
         print(
             f"{name:28} {m['unprofiled_s'] * 1e3:9.3f}ms {m['profiled_s'] * 1e3:9.3f}ms "
             f"{m['overhead']:8.2f}x "
             f"{(m['unprofiled_s'] - m['disabled_s']) * 1e3:8.3f}ms "
             f"{m['reported_s'] * 1e3:8.3f}ms "
             + (f"{m['accuracy']:21.2f}x" if switchable else f"{'-':>22}")
+            + f" {m['overhead_low']:.2f}-{m['overhead_high']:.2f}"
         )
     typecheck_guard.uninstall()
     return 0

@@ -38,7 +38,9 @@ def _per_call(fn, args, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def _interleaved(a, b, args, rounds: int, calls: int) -> tuple[float, float, float]:
+def _interleaved(
+    a, b, args, rounds: int, calls: int
+) -> tuple[float, float, float, float, float]:
     for fn in (a, b):
         for _ in range(3):
             fn(*args)
@@ -53,6 +55,8 @@ def _interleaved(a, b, args, rounds: int, calls: int) -> tuple[float, float, flo
         statistics.median(times_a),
         statistics.median(times_b),
         statistics.median(ratios),
+        min(ratios),
+        max(ratios),
     )
 
 
@@ -244,12 +248,12 @@ def main() -> None:
         for name in scenarios:
             fn_a, args = plain[name]
             fn_b, _ = guarded[name]
-            ta, tb, ratio = _interleaved(
+            ta, tb, ratio, low, high = _interleaved(
                 fn_a, fn_b, args, options.rounds, options.calls
             )
             print(
                 f"{name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us {ratio:6.2f} "
-                f"{(tb - ta) * 1e6:+7.1f}us"
+                f"{(tb - ta) * 1e6:+7.1f}us (rounds {low:.2f}-{high:.2f})"
             )
         print(
             f"{'jax.jit first call (trace + compile)':46} {'':>9} {'':>9} "
@@ -266,10 +270,13 @@ def main() -> None:
     fn_a, args = plain["jax.jit, one array"]
     fn_b, _ = guarded["jax.jit, one array"]
     assert not _watch.listening(), "run this outside pytest"
-    ta, tb, ratio = _interleaved(fn_a, fn_b, args, options.rounds, options.calls)
+    ta, tb, ratio, low, high = _interleaved(
+        fn_a, fn_b, args, options.rounds, options.calls
+    )
     print(
         f"{'jax.jit, one array, wrapper not listening':46} {ta * 1e6:7.1f}us "
-        f"{tb * 1e6:7.1f}us {ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us"
+        f"{tb * 1e6:7.1f}us {ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us "
+        f"(rounds {low:.2f}-{high:.2f})"
     )
     _jitwrap.release()
 
