@@ -104,7 +104,9 @@ for i, source in enumerate(json.loads(open(sys.argv[1]).read())):
             "adapted": register.adapted_how(cls) is not None and marked is None,
             "unflatten_calls": unflatten_calls,
             "checked": bool(
-                typecheck_guard._adapt._unadapted.checked_methods(cls, ("__init__",))
+                typecheck_guard._adapt._unadapted.checked_methods(
+                    cls, ("__init__", "__post_init__", "__setattr__")
+                )
             ),
             "marked": marked,
             "listed": [r.reason for r in typecheck_guard.unadapted() if r.cls is cls],

@@ -156,7 +156,7 @@ def _metaclass_call(cls: type, checked: dict[str, tuple[str, ...]]) -> str | Non
     the user's runs between the unflatten and `__init__`, and may build other
     instances there, so the guards can't prove a construction is the rebuild's and
     check it (`_unflatten/_guards.py`, row 1)."""
-    if "__init__" not in checked or type(cls).__call__ is type.__call__:
+    if not checked or type(cls).__call__ is type.__call__:
         return None
     return (
         METACLASS_CALL.format(meta=type(cls).__qualname__)
