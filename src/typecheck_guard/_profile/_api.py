@@ -136,7 +136,7 @@ def profile(*, every_checker: bool = False) -> Profile:
     and `isinstance(x, PyTree[...])`, also under beartype or typeguard alone; not a
     check by beartype or typeguard alone of other annotations, which the report
     says. `every_checker=True` sees those too, with a profile function on every
-    call, which makes Python code about 1.5x slower there.
+    call, which makes Python code about 1.3x slower there.
 
     **Arguments:**
 

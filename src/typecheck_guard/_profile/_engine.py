@@ -6,8 +6,14 @@ We recognise checker code and follow checks exactly as the runtime guard does
 classification (`_guard/_situation.py`), but we watch the whole program, not one
 jitted call:
 
-- Python 3.11 and older: a profile function per thread (`sys.setprofile` for the
-  thread that starts us, `threading.setprofile` for threads started later).
+- Python 3.11 (the default): no profile function. Checks are seen where their
+  checker enters them: jaxtyping's shape memo push and pop, its bound signature and
+  the checked body (cells of jaxtyping's wrapper), and `isinstance(x, PyTree[...])`.
+  A check by beartype or typeguard alone of other annotations is not seen, and the
+  report says so.
+- Python 3.11 with `every_checker=True`: also a profile function per thread
+  (`sys.setprofile` for the thread that starts us, `threading.setprofile` for
+  threads started later).
 - Python 3.12+: `sys.monitoring`, under a tool id of our own (the profiler's, else
   another free one), so the runtime guard's tool and ours run side by side. A
   `PY_START` callback answers `DISABLE` for any code that is no checker, so plain

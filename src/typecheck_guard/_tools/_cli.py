@@ -187,7 +187,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         "--every-checker",
         action="store_true",
         help="on Python 3.11, also watch checks by beartype or typeguard alone (with "
-        "a profile function, which makes Python code about 1.5x slower); 3.12+ "
+        "a profile function, which makes Python code about 1.3x slower); 3.12+ "
         "watches them all at no such cost",
     )
     prof.add_argument(
