@@ -307,6 +307,8 @@ def _own_copy(call: Any) -> tuple[Any, str | None]:
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__ = fn.__qualname__
     copy.__doc__ = fn.__doc__
+    copy.__annotations__ = fn.__annotations__
+    copy.__type_params__ = fn.__type_params__  # type: ignore[attr-defined]
     copy.__dict__.update(fn.__dict__)
     token = "".join([str(fn.__module__), ":", fn.__qualname__])
     copy.__module__ = token
