@@ -5,6 +5,7 @@ place. `UnadaptedClassesWarning` names the decorator's wrapper, where it is defi
 and the fix; once per class and wrapper."""
 
 import functools as ft
+import sys
 import warnings
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+
+# The wrapper's name as its code says it (Python 3.10's code has no qualname).
+LOGGED = "log_calls.<locals>.logged" if sys.version_info >= (3, 11) else "logged"
 
 
 def log_calls(fn):
@@ -67,7 +71,7 @@ def test_a_wrapper_above_the_checker_warns_once_at_the_first_rebuild(
     assert str(warning.message) == (
         f"typecheck_guard: JAX is rebuilding {name}, and Node.__init__ runs its "
         "typecheck: a decorator that is not a checker wraps it above its checker "
-        f"(jaxtyping): log_calls.<locals>.logged (defined at "
+        f"(jaxtyping): {LOGGED} (defined at "
         f"{LOGGED_AT}). install() leaves the check in place, since skipping it would "
         "skip that decorator too (so would unflatten_safe), and it runs on every "
         "rebuild of a Node: every call of a jitted function that returns one, every "
@@ -100,7 +104,7 @@ def test_a_wrapper_put_on_init_after_the_class_is_defined(installed, typecheck):
     assert typecheck.calls > 0
     text = str(warning.message)
     assert "and State.__init__ runs its typecheck" in text
-    assert f"log_calls.<locals>.logged (defined at {LOGGED_AT})" in text
+    assert f"{LOGGED} (defined at {LOGGED_AT})" in text
     assert text.endswith("(`@jaxtyped(typechecker=...)` above it).")  # no unflatten
 
 

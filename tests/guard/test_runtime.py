@@ -106,6 +106,10 @@ def _line_of(snippet: str) -> int:
     raise AssertionError(snippet)
 
 
+# The wrapper's name as its code says it (Python 3.10's code has no qualname).
+PASSING = "passthrough.<locals>.passing" if sys.version_info >= (3, 11) else "passing"
+
+
 @allow_checks
 def test_a_check_no_fix_of_ours_can_skip_says_so(typecheck):
     # A decorator that is not a checker above the check: neither install() nor
@@ -134,7 +138,7 @@ def test_a_check_no_fix_of_ours_can_skip_says_so(typecheck):
         f"JAX rebuilds {name}.Logged through its constructor when it unflattens the "
         f"inputs or outputs of jax.jit({name}.<lambda>), and its check runs on every "
         f"call: {name[len('test_runtime.') :]}.Logged.__init__ has a decorator that is "
-        "not a typechecker (test_runtime.passthrough.<locals>.passing) above its "
+        f"not a typechecker (test_runtime.{PASSING}) above its "
         "check, and the check can't "
         "be skipped without skipping that decorator too. Neither install() nor "
         "unflatten_safe can skip it. Apply that decorator below the checker, so that "

@@ -608,6 +608,11 @@ json.dump(prof.to_dict(), sys.stdout)
 """
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="what a line calls is read off its source span (co_positions, 3.11+); "
+    "on 3.10 those rebuilds are 'unclear'",
+)
 def test_profile_api_labels_the_dispatch_of_a_jitted_function_made_before_it(
     tmp_path: Path,
 ):
@@ -1195,14 +1200,17 @@ def test_what_the_profile_watches_and_says_it_does_not(every_checker, capsys):
     }
     partial = sys.version_info < (3, 12) and not every_checker
     if partial:  # the PyTree check of `tree`, not the rest of beartype's
-        pytree = "isinstance(..., PyTree[jaxtyping.Float[jaxlib._jax.Array, '...']])"
+        # (how the annotation prints depends on the jaxtyping and jaxlib releases)
+        [pytree] = [k for k in counts if k.startswith("isinstance(..., PyTree[")]
+        assert pytree.endswith("'...']])")
         assert counts == {"together": 2, pytree: 2}
     else:
         assert counts == {"together": 2, "alone": 2, "tree": 2}
     prof.report()
     out = capsys.readouterr().out
     note = (
-        "not watched on Python 3.11: checks by beartype or typeguard alone "
+        f"not watched on Python 3.{sys.version_info[1]}: checks by beartype or "
+        "typeguard alone "
         "(profile(every_checker=True) or --every-checker watches them, slower)"
     )
     assert (note in " ".join(out.split())) is partial

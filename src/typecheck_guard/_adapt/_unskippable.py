@@ -47,8 +47,10 @@ def warn_unskippable(cls: type, hooks: tuple[str, ...]) -> None:
     code = getattr(wrapper, "__code__", None)
     # The code's name and file: `functools.wraps` gives the wrapper the wrapped
     # function's names and module.
-    qualname = getattr(code, "co_qualname", None) or getattr(
-        wrapper, "__qualname__", type(wrapper).__qualname__
+    qualname = getattr(code, "co_qualname", None) or (  # Python 3.11+
+        code.co_name
+        if code is not None and hasattr(wrapper, "__wrapped__")
+        else getattr(wrapper, "__qualname__", type(wrapper).__qualname__)
     )
     where = (
         f"{_relative(code.co_filename)}:{code.co_firstlineno}"

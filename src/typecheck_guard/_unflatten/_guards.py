@@ -569,7 +569,11 @@ def _blocked(owner: type, name: str, blocker: Any) -> str:
         return f"{owner.__qualname__}.{name}: {INSTRUMENTED_WHY}"
     module = getattr(blocker, "__module__", None) or "?"
     code = getattr(blocker, "__code__", None)
-    what = getattr(code, "co_qualname", None) or getattr(blocker, "__qualname__", "?")
+    what = getattr(code, "co_qualname", None) or (  # Python 3.11+
+        code.co_name
+        if code is not None and hasattr(blocker, "__wrapped__")
+        else getattr(blocker, "__qualname__", "?")
+    )
     return (
         f"{owner.__qualname__}.{name} has a decorator that is not a typechecker "
         f"({module}.{what}) above its check, and the check can't be skipped without "
