@@ -311,10 +311,12 @@ def unflattening(frame: Any) -> type | None:
 def register_wrapper(
     cls: type, where: tuple[Any, int, str, dict[int, Any], int | None, str | None]
 ) -> None:
-    """`where = (code, depth, token, codes)`: the code of the wrapper `install()`
-    registered for `cls`, how far above a hook its frame is when `cls`'s unflatten
-    calls that hook directly, the wrapper's `__module__` (a string object of its
-    own), and the codes of the registered unflatten's own functions. Row 1 of
+    """`where = (code, depth, token, codes, at, fn_token)`: the code of the wrapper
+    `install()` registered for `cls`, how far above a hook its frame is when `cls`'s
+    unflatten calls that hook directly, the wrapper's `__module__` (a string object
+    of its own), the codes of the registered unflatten's own functions by `id`, the
+    wrapper's `f_lasti` while it calls a Python function (else `None`), and the
+    `__module__` of our own copy of that function (3.12+, else `None`). Row 1 of
     `cls`'s guards looks for that frame, with only those codes in between."""
     with lock:
         _wheres[cls] = where
@@ -342,8 +344,8 @@ _DEPTH: Final = 8
 # not the unflatten's own.
 _HOOK_NAMES: Final = frozenset({"__init__", "__new__", "__post_init__", "__setattr__"})
 _BARRIERS: set[Any] = set()
-# class -> `(code, depth)` of the wrapper `install()` registered for it, and that
-# code -> the class. Weak: JAX's registry keeps the class alive, not we; the
+# class -> `where` of the wrapper `install()` registered for it (`register_wrapper`),
+# and that code -> the class. Weak: JAX's registry keeps the class alive, not we; the
 # wrapper's code lives as long as the class's registry entry.
 _wheres: weakref.WeakKeyDictionary[
     type, tuple[Any, int, str, dict[int, Any], int | None, str | None]
