@@ -20,6 +20,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
+from .._unflatten._records import CONSTRUCTOR_NAMES
+
 __all__ = ["GeneratedFunctions", "Restore", "generate_dataclass_functions"]
 
 
@@ -217,7 +219,7 @@ def generate_dataclass_functions(
     namespace.update(_init=_UNSEEN, _slow=None, _prepare=None, _where=None)
     marked = _compile("marked_unflatten", cls, marked_src, dict(namespace))
     # It calls `cls(**fields)` itself: the hook's caller.
-    marked.__globals__["_where"] = _where(marked, 1, {}) + (None, None)
+    marked.__globals__["_where"] = _where(marked, 1, {}, None, None)
     return GeneratedFunctions(
         _compile("flatten", cls, flatten_src, dict(namespace)),
         _compile("flatten_with_keys", cls, flatten_with_keys_src, dict(namespace)),
@@ -280,8 +282,12 @@ def generate_marked_unflatten(
         inner = inner.func
     inner = getattr(inner, "__func__", inner)
     namespace["_where"] = _where(
-        out, 1 if isinstance(inner, type) else 2, own_codes(call, cls)
-    ) + (_calling_at(source, namespace, call), fn_token)
+        out,
+        1 if isinstance(inner, type) else 2,
+        own_codes(call, cls),
+        _calling_at(source, call),
+        fn_token,
+    )
     out.__wrapped__ = fn
     out.__typecheck_guard_plain__ = fn
     return out
@@ -296,10 +302,8 @@ def _own_copy(call: Any) -> tuple[Any, str | None]:
     of row 1 there. The wrapper's `__wrapped__` is still the registered function,
     and the copy runs the very same code, so nothing the user sees changes.
     `(call, None)` on Python 3.11 and for any other callable."""
-    if sys.version_info < (3, 12):
-        return call, None
-    fn = getattr(call, "__func__", call)
-    if not isinstance(fn, types.FunctionType) or isinstance(call, functools.partial):
+    fn = _python_function(call)
+    if fn is None or sys.version_info < (3, 12):
         return call, None
     copy = types.FunctionType(
         fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
@@ -317,7 +321,16 @@ def _own_copy(call: Any) -> tuple[Any, str | None]:
     return copy, token
 
 
-def _calling_at(source: str, namespace: dict[str, Any], call: Any) -> int | None:
+def _python_function(call: Any) -> types.FunctionType | None:
+    """The Python function `call` runs when it is one, or a method of one (Python
+    enters its frame straight from the caller's), else `None`."""
+    fn = getattr(call, "__func__", call)
+    if not isinstance(fn, types.FunctionType) or isinstance(call, functools.partial):
+        return None
+    return fn
+
+
+def _calling_at(source: str, call: Any) -> int | None:
     """The `f_lasti` of the wrapper compiled from `source` while it calls `call`,
     when `call` is a Python function (or a method of one): then Python enters its
     frame from that instruction with no code of anyone's in between, and a frame
@@ -327,10 +340,15 @@ def _calling_at(source: str, namespace: dict[str, Any], call: Any) -> int | None
     Python (a `gc` callback, a profile function) on top of the wrapper's frame.
     Measured once per wrapper shape on this Python, with a probe in place of
     `call`: the same source compiles to the same code."""
-    fn = getattr(call, "__func__", call)
-    if not isinstance(fn, types.FunctionType) or isinstance(call, functools.partial):
+    if _python_function(call) is None:
         return None
-    probe_ns = dict(namespace)
+    return _lasti_while_calling(source)
+
+
+@functools.cache
+def _lasti_while_calling(source: str) -> int:
+    """What `_calling_at` measures, once per wrapper source (one per shape)."""
+    probe_ns: dict[str, Any] = {}
 
     class _Probe:
         pass
@@ -346,18 +364,23 @@ def _calling_at(source: str, namespace: dict[str, Any], call: Any) -> int | None
 
 
 def _where(
-    wrapper: Any, depth: int, codes: dict[int, Any]
-) -> tuple[Any, int, str, dict[int, Any]]:  # `_calling_at` is added to it
+    wrapper: Any,
+    depth: int,
+    codes: dict[int, Any],
+    at: int | None,
+    fn_token: str | None,
+) -> tuple[Any, int, str, dict[int, Any], int | None, str | None]:
     """Where the guards find `wrapper`'s frame above a hook (`_unflatten/_guards.py`,
     row 1): its code, the depth, a `__module__` that is a string object of its own,
     which Python 3.12+ reads off a frame without making a frame object
     (`sys._getframemodulename`), and `codes`, those of the registered unflatten's
-    own functions by `id`, the only frames allowed between the hook and `wrapper`. (Equal
-    strings are not the same object: a function of the user's with an equal
-    `__module__` is not taken for ours.)"""
+    own functions by `id`, the only frames allowed between the hook and `wrapper`,
+    `at` (`_calling_at`) and `fn_token` (`_own_copy`). (Equal strings are not the
+    same object: a function of the user's with an equal `__module__` is not taken
+    for ours.)"""
     token = "".join([wrapper.__module__, ":", wrapper.__qualname__])
     wrapper.__module__ = token
-    return (wrapper.__code__, depth, token, codes)
+    return (wrapper.__code__, depth, token, codes, at, fn_token)
 
 
 def own_codes(fn: Any, cls: type | None = None) -> dict[int, Any]:
@@ -421,7 +444,7 @@ def _named(
     nested = [code]
     while nested:
         c = nested.pop()
-        if c in codes or c.co_name in _CONSTRUCTORS:
+        if c in codes or c.co_name in CONSTRUCTOR_NAMES:
             continue  # a constructor hook's body builds an object of its own
         codes.add(c)
         nested += [k for k in c.co_consts if isinstance(k, types.CodeType)]
@@ -440,9 +463,6 @@ def _named(
             todo.append(content)
 
 
-_CONSTRUCTORS: Final = frozenset(
-    {"__init__", "__new__", "__post_init__", "__setattr__"}
-)
 _FUNCTIONS: Final = (
     types.FunctionType,
     types.MethodType,

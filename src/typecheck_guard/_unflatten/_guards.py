@@ -71,7 +71,7 @@ from .._compat._checkers import (
     peel,
 )
 from . import _state
-from ._records import HOOKS
+from ._records import CONSTRUCTOR_NAMES, HOOKS
 from ._verdict import VerdictCache, cacheable, signature
 
 __all__ = [
@@ -285,7 +285,11 @@ def _from_unflatten(
         code = frame.f_code
         if code is wrapper:
             return True
-        if id(code) not in codes or code.co_name in _HOOK_NAMES or code in _BARRIERS:
+        if (
+            id(code) not in codes
+            or code.co_name in CONSTRUCTOR_NAMES
+            or code in _BARRIERS
+        ):
             return False
         frame = frame.f_back
     return False
@@ -302,7 +306,7 @@ def unflattening(frame: Any) -> type | None:
         cls = _wrapper_classes.get(code)
         if cls is not None:
             return cls
-        if code.co_name in _HOOK_NAMES or code in _BARRIERS:
+        if code.co_name in CONSTRUCTOR_NAMES or code in _BARRIERS:
             return None
         frame = frame.f_back
     return None
@@ -338,11 +342,6 @@ def register_barrier(code: Any) -> None:
 # registry is running; an unflatten whose own code calls deeper than that is
 # checked, as without us.
 _DEPTH: Final = 8
-# A frame running one of these is building some object: a hook called from inside
-# it makes a construction nested in that one (an `__init__` or `__post_init__`
-# body, a custom `__new__`, a `default_factory` that a generated `__init__` calls),
-# not the unflatten's own.
-_HOOK_NAMES: Final = frozenset({"__init__", "__new__", "__post_init__", "__setattr__"})
 _BARRIERS: set[Any] = set()
 # class -> `where` of the wrapper `install()` registered for it (`register_wrapper`),
 # and that code -> the class. Weak: JAX's registry keeps the class alive, not we; the

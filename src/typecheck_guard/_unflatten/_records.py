@@ -52,6 +52,10 @@ PYTREE_NODE = "jax.tree_util.register_pytree_node"
 
 # The constructor hooks an unflatten can run, in the order guards look at them.
 HOOKS: Final = ("__init__", "__post_init__", "__setattr__")
+# The names of the methods that build an object: a frame running one is building
+# some object of its own (an `__init__` or `__post_init__` body, a custom `__new__`,
+# a `__setattr__`), so a construction inside it is not an unflatten's.
+CONSTRUCTOR_NAMES: Final = frozenset({*HOOKS, "__new__"})
 
 # Libraries whose registered unflatten builds instances with `__new__` and calls no
 # constructor hook: their classes (subclasses of their base classes, or of classes
