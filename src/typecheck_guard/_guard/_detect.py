@@ -82,9 +82,14 @@ _CHECKER_NAMES: Final = {
     _ISINSTANCE: "jaxtyping",
 }
 
-# code -> kind, filled lazily. Code objects seen inside windows are few (a cache-hit
-# call runs little Python); we still bound the table.
-_kinds: dict[CodeType, int] = {}
+# id(code) -> kind, filled lazily. Keyed by the object's id: a code object hashes
+# its whole contents on every lookup (2 us on 3.11 and 7.6 us on 3.12 for
+# jaxtyping's `jaxtyped`, whose constants hold nested code), and we look one up for
+# every call on 3.11 and for every checker event on 3.12. `_codes` holds each one,
+# so that its id stays its own. Code objects seen inside windows are few (a
+# cache-hit call runs little Python); we still bound the table.
+_kinds: dict[int, int] = {}
+_codes: dict[int, CodeType] = {}
 _MAX_KINDS: Final = 50_000
 # Checker code objects found by `prepare()`.
 _known: dict[CodeType, int] = {}
@@ -375,7 +380,7 @@ def prepare() -> None:
     _instancecheck_owners.clear()
     _instancecheck_files.clear()
     _pytree_meta = None
-    _kinds.clear()
+    _clear_kinds()
 
 
 def _kind_of_code(code: CodeType) -> int:
@@ -397,18 +402,29 @@ def _kind_of_code(code: CodeType) -> int:
     return _PLAIN
 
 
-def remember(kinds: dict[CodeType, int], code: CodeType) -> int:
-    """`_kind_of_code(code)`, memoised in `kinds` (bounded: a program that makes code
-    objects without end must not grow it without end). The profiler keeps its own."""
-    kind = _kind_of_code(code)
-    if len(kinds) >= _MAX_KINDS:
-        kinds.clear()
-    kinds[code] = kind
-    return kind
+def _remember(code: CodeType, kind: int) -> None:
+    """Memoise `kind` for `code` (bounded: a program that makes code objects without
+    end must not grow the table without end). The profiler keeps its own."""
+    if len(_kinds) >= _MAX_KINDS:
+        _clear_kinds()
+    _kinds[id(code)] = kind
+    _codes[id(code)] = code
+
+
+def _clear_kinds() -> None:
+    _kinds.clear()
+    _codes.clear()
+
+
+def kind_of(code: CodeType) -> int | None:
+    """What `code` was found to be, if it was looked at."""
+    return _kinds.get(id(code))
 
 
 def _classify(code: CodeType) -> int:
-    return remember(_kinds, code)
+    kind = _kind_of_code(code)
+    _remember(code, kind)
+    return kind
 
 
 def qualified(obj: Any) -> str:
@@ -689,7 +705,7 @@ def _first(checked: str, fn: Any) -> bool:
 
 def _watch_body(code: CodeType) -> None:
     """From now on, see `code` start and return: it is a checked function's body."""
-    _kinds[code] = _BODY
+    _remember(code, _BODY)
     if monitoring and _monitor.tool is not None and not _monitor.instrument(code):
         # `code` may have answered `DISABLE` to `PY_START` already (plain code, as
         # far as we knew): switch its events back on. Once per checked function.
@@ -713,12 +729,12 @@ _exit_hook: list[bool] = []  # the ids CPython leaves free (0-2 and 5 are named)
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
-    kind = _kinds.get(code)
+    kind = _kinds.get(id(code))
     if kind is None:
         kind = _kind_of_code(code)
         if kind == _PLAIN:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
-        _kinds[code] = kind
+        _remember(code, kind)
     _monitor.instrument(code)
     window = _window.get()
     if window is not None:
@@ -749,7 +765,7 @@ def start_monitoring() -> bool:
     if monitoring:
         return True
     # Only checker code stays in `_kinds` on this backend.
-    _kinds.clear()
+    _clear_kinds()
     monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_return, _on_unwind)
     if monitoring and not _exit_hook:
         # `runtime_checks(level)` keeps the guard on for the rest of the process:
@@ -765,7 +781,7 @@ def stop_monitoring() -> None:
         return
     monitoring = False
     _monitor.stop()
-    _kinds.clear()
+    _clear_kinds()
 
 
 def is_library(filename: str) -> bool:

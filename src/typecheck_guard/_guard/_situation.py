@@ -84,21 +84,24 @@ class Situation(NamedTuple):
 
 
 # Code objects that mark a frame: our jitted-call wrappers' `__call__` (-> "jitted"
-# or "unflatten_safe") and the host-callback trampoline (`_watch.watch_callback`).
-_jitted_codes: dict[CodeType, str] = {}
-_callback_codes: set[CodeType] = set()
+# or "unflatten_safe") and the host-callback trampoline (`_watch.watch_callback`),
+# by id: `situation` looks up every frame of the stack, and a code object hashes its
+# whole contents on every lookup (microseconds for one with nested code). The values
+# hold the codes, so that their ids stay theirs.
+_jitted_codes: dict[int, tuple[CodeType, str]] = {}
+_callback_codes: dict[int, CodeType] = {}
 
 
 def register_jitted(code: CodeType, what: str) -> None:
     """`code` is the `__call__` of a wrapper around a jitted callable, whose `self`
     names it (`_jitwrap.Jitted`: "jitted")."""
-    _jitted_codes[code] = what
+    _jitted_codes[id(code)] = (code, what)
 
 
 def register_callback(code: CodeType) -> None:
     """`code` runs a host callback, with `primitive` and `callback` in its locals
     (`_watch.watch_callback`)."""
-    _callback_codes.add(code)
+    _callback_codes[id(code)] = code
 
 
 class _Dirs(NamedTuple):
@@ -212,7 +215,7 @@ def outside_checkers(frame: FrameType | None) -> FrameType | None:
 
 # The innermost code of every registered Python unflatten function, refreshed when
 # the registry grows.
-_unflatten_codes: set[CodeType] = set()
+_unflatten_codes: dict[int, CodeType] = {}  # by id, as above
 _registry_seen = -1
 
 
@@ -242,9 +245,9 @@ def registered_unflatten(code: CodeType) -> bool:
         for _, entry in items:
             found = _innermost_code(getattr(entry, "from_iter", None))
             if found is not None:
-                _unflatten_codes.add(found)
+                _unflatten_codes[id(found)] = found
         _registry_seen = len(items)
-    return code in _unflatten_codes
+    return id(code) in _unflatten_codes
 
 
 def is_rebuild(
@@ -357,10 +360,10 @@ def situation(
     f = frame.f_back
     while f is not None:
         code = f.f_code
-        what_jit = _jitted_codes.get(code)
-        if what_jit is not None:
-            jitted = (f, what_jit)  # keep walking: the outermost one is the user's
-        elif code in _callback_codes:
+        known = _jitted_codes.get(id(code))
+        if known is not None:
+            jitted = (f, known[1])  # keep walking: the outermost one is the user's
+        elif id(code) in _callback_codes:
             if callback is None:
                 callback = f
             in_callback = True

@@ -131,9 +131,10 @@ class Tracker:
         # lookup per call, one identity test per return
         # (`benchmarks/runtime_guard_overhead.py`).
         if event == "call":
-            kind = _get(frame.f_code)
+            code = frame.f_code
+            kind = _get(id(code))
             if kind is None:
-                kind = _detect._classify(frame.f_code)
+                kind = _detect._classify(code)
             if kind:
                 self.started(frame, kind)
         elif frame is self._waiting and event == "return":
@@ -329,7 +330,7 @@ class Window(Tracker):
             return Open(frame, "", ignore=True)
         body = described.body
         code = body.__code__ if body is not None else None
-        if code is not None and _detect._kinds.get(code) != _detect._BODY:
+        if code is not None and _detect.kind_of(code) != _detect._BODY:
             _detect._watch_body(code)
         first = _detect._first(described.checked, body)
         return Open(

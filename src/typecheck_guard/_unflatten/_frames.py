@@ -80,7 +80,10 @@ _STAGES_TREE_CODE: Final = frozenset(
 _PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
 
 _dispatch_codes: set[CodeType] = set()
-_kinds: dict[CodeType, int] = {}
+# id(code) -> (code, kind): by id, as a code object hashes its whole contents on
+# every lookup (microseconds for a function with nested code); the entry holds the
+# code, so that its id stays its own.
+_kinds: dict[int, tuple[CodeType, int]] = {}
 _tree_files: tuple[str, ...] | None = None
 
 
@@ -88,7 +91,7 @@ def register_dispatch(fn: Any) -> Any:
     """Mark `fn`'s frame as a dispatch frame (used as a decorator by our wrappers
     around jitted callables)."""
     _dispatch_codes.add(fn.__code__)
-    _kinds.pop(fn.__code__, None)
+    _kinds.pop(id(fn.__code__), None)
     return fn
 
 
@@ -133,8 +136,9 @@ def _classify(code: CodeType) -> int:
 
 def kind(code: CodeType) -> int:
     """`TREE`, `DISPATCH` or `NONE` for the code object of a caller frame."""
-    try:
-        return _kinds[code]
-    except KeyError:
-        result = _kinds[code] = _classify(code)
-        return result
+    entry = _kinds.get(id(code))
+    if entry is not None:
+        return entry[1]
+    result = _classify(code)
+    _kinds[id(code)] = (code, result)
+    return result

@@ -86,11 +86,12 @@ __all__ = [
     "unguard_all",
 ]
 
-# Code object of a registered Python unflatten function -> the classes registered
-# with it. A construction counts as an unflatten (row 5) only for those classes: an
+# Id of the code object of a registered Python unflatten function -> that code and
+# the classes registered with it (by id: a code object hashes its whole contents on
+# every lookup). A construction counts as an unflatten (row 5) only for those classes: an
 # unflatten that builds some other checked object from its children is user code
 # making a construction. Weak sets: we must not keep classes alive.
-_unflatten_codes: dict[Any, weakref.WeakSet[type]] = {}
+_unflatten_codes: dict[int, tuple[Any, weakref.WeakSet[type]]] = {}
 # class -> the keyword names JAX's C++ unflatten passes to `cls(**fields)`, for
 # classes registered with `jax.tree_util.register_dataclass`. Weak, as below.
 _fields: weakref.WeakKeyDictionary[type, frozenset[str]] = weakref.WeakKeyDictionary()
@@ -105,7 +106,7 @@ lock = threading.RLock()
 
 def register_unflatten(code: Any, cls: type) -> None:
     """Row 5: `code` is `cls`'s registered Python unflatten."""
-    _unflatten_codes.setdefault(code, weakref.WeakSet()).add(cls)
+    _unflatten_codes.setdefault(id(code), (code, weakref.WeakSet()))[1].add(cls)
 
 
 def register_dataclass_fields(cls: type, names: frozenset[str]) -> None:
@@ -288,7 +289,7 @@ def _from_unflatten(
         if (
             id(code) not in codes
             or code.co_name in CONSTRUCTOR_NAMES
-            or code in _BARRIERS
+            or id(code) in _BARRIERS
         ):
             return False
         frame = frame.f_back
@@ -303,10 +304,10 @@ def unflattening(frame: Any) -> type | None:
         if frame is None:
             return None
         code = frame.f_code
-        cls = _wrapper_classes.get(code)
-        if cls is not None:
+        cls = _wrapper_classes.get(id(code))
+        if cls is not None and _wheres.get(cls, _NO_WHERE)[0] is code:
             return cls
-        if code.co_name in CONSTRUCTOR_NAMES or code in _BARRIERS:
+        if code.co_name in CONSTRUCTOR_NAMES or id(code) in _BARRIERS:
             return None
         frame = frame.f_back
     return None
@@ -324,7 +325,7 @@ def register_wrapper(
     `cls`'s guards looks for that frame, with only those codes in between."""
     with lock:
         _wheres[cls] = where
-        _wrapper_classes[where[0]] = cls
+        _wrapper_classes[id(where[0])] = cls
         for klass in cls.__mro__:
             for name in HOOKS:
                 info = guard_info(vars(klass).get(name))
@@ -335,21 +336,24 @@ def register_wrapper(
 def register_barrier(code: Any) -> None:
     """Constructions made below a frame running `code` are never row 1 (what
     `typecheck_guard.check` runs its unflattens from)."""
-    _BARRIERS.add(code)
+    _BARRIERS[id(code)] = code
 
 
 # Row 1 looks at most this many frames up from a hook for the unflatten that JAX's
 # registry is running; an unflatten whose own code calls deeper than that is
 # checked, as without us.
 _DEPTH: Final = 8
-_BARRIERS: set[Any] = set()
+# By id (a code object hashes its whole contents on every lookup), holding the code.
+_BARRIERS: dict[int, Any] = {}
 # class -> `where` of the wrapper `install()` registered for it (`register_wrapper`),
-# and that code -> the class. Weak: JAX's registry keeps the class alive, not we; the
-# wrapper's code lives as long as the class's registry entry.
+# and that code's id -> the class. Weak: JAX's registry keeps the class alive, not
+# we; the wrapper's code lives as long as the class's registry entry, and a lookup
+# checks that the class's `where` still names that very code.
 _wheres: weakref.WeakKeyDictionary[
     type, tuple[Any, int, str, dict[int, Any], int | None, str | None]
 ] = weakref.WeakKeyDictionary()
-_wrapper_classes: weakref.WeakValueDictionary[Any, type] = weakref.WeakValueDictionary()
+_wrapper_classes: weakref.WeakValueDictionary[int, type] = weakref.WeakValueDictionary()
+_NO_WHERE: Final = (None,)
 
 
 _tracing: Any = None
@@ -396,7 +400,8 @@ def _decide(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     self = args[0]
     owner = type(self)
     fields = args[1:]
-    unflattened = _unflatten_codes.get(code)
+    known = _unflatten_codes.get(id(code))
+    unflattened = known[1] if known is not None else None
     if unflattened is not None:
         outer = caller.f_back
         if owner in unflattened and outer is not None and _called_by_jax(outer):
