@@ -729,33 +729,52 @@ _exit_hook: list[bool] = []  # the ids CPython leaves free (0-2 and 5 are named)
 
 
 def _on_start(code: CodeType, offset: int) -> Any:
+    # Called for every start of checker code, in every thread, watched or not: a
+    # host callback's check (a progress meter's) runs it several times per run, so
+    # the common cases make no frame object.
     kind = _kinds.get(id(code))
     if kind is None:
         kind = _kind_of_code(code)
         if kind == _PLAIN:
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
         _remember(code, kind)
-    _monitor.instrument(code)
+        # Once per code object: `_kinds` is cleared whenever the tool stops, and
+        # `_watch_body` switches a body's events on itself.
+        _monitor.instrument(code)
     window = _window.get()
-    if window is not None:
-        window.started(sys._getframe(1), kind)
+    if window is None:
+        return None
+    stack = window._stack
+    if stack and kind != _BODY:
+        top = stack[-1]
+        if top.in_body is None:  # checker code inside a check: part of it
+            if kind not in top.known:
+                window.inside(top, code, kind)
+            return None
+    window.started(sys._getframe(1), kind)
     return None
 
 
 def _on_return(code: CodeType, offset: int, value: Any) -> None:
     window = _window.get()
     if window is not None:
-        frame = sys._getframe(1)
-        if frame is window._waiting:
-            window.returned(frame, False)
+        waiting = window._waiting
+        # Only the frame a window waits for matters: its code first, which needs no
+        # frame object.
+        if waiting is not None and waiting.f_code is code:
+            frame = sys._getframe(1)
+            if frame is waiting:
+                window.returned(frame, False)
 
 
 def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
     window = _window.get()
     if window is not None:
-        frame = sys._getframe(1)
-        if frame is window._waiting:
-            window.returned(frame, True)
+        waiting = window._waiting
+        if waiting is not None and waiting.f_code is code:
+            frame = sys._getframe(1)
+            if frame is waiting:
+                window.returned(frame, True)
 
 
 def start_monitoring() -> bool:

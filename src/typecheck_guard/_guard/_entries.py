@@ -103,6 +103,13 @@ class _Body:
             raise AttributeError(name)
         return getattr(self.fn, name)
 
+    @property
+    def __no_type_check__(self) -> Any:
+        # jaxtyping reads it on every call, `getattr(fn, "__no_type_check__",
+        # False)`: answered without raising (and catching) an `AttributeError` when
+        # the function has none, which cost microseconds per check.
+        return getattr(self.fn, "__no_type_check__", False)
+
     def __reduce__(self) -> Any:
         # The function, behind a standard library callable that returns it: the
         # unpickled closure holds the function, in a process with or without us.
@@ -125,10 +132,9 @@ class _Body:
         return out
 
 
-def _hook_body(frame: Any) -> Any:
-    """Put `_Body(fn)` in the `fn` cell of the `wrapped_fn` running at `frame`
+def _hook_body(local: dict[str, Any]) -> Any:
+    """Put `_Body(fn)` in the `fn` cell of the `wrapped_fn` whose locals are `local`
     (once per checked function); the `_Body`, or `None` if we can't."""
-    local = frame.f_locals
     fn = local.get("fn")
     if isinstance(fn, _Body):
         return fn
@@ -142,6 +148,7 @@ def _hook_body(frame: Any) -> Any:
         except ValueError:
             return None
         if isinstance(current, _Body):
+            local["fn"] = current
             return current
         if hasattr(current, "__typecheck_guard_body__"):
             # The profiler's own body hook (`_profile/_engine.py`): it puts back
@@ -149,6 +156,7 @@ def _hook_body(frame: Any) -> Any:
             return None
         body = _Body(current)
         cell.cell_contents = body
+        local["fn"] = body  # what reading the frame's locals again would give
         # By the closure that holds the cell, weakly: a checked function the
         # program drops is not kept alive by us (cells have no weak references).
         _hooked.add(impl)
@@ -164,13 +172,18 @@ def _push(arguments: Any) -> Any:
             frame = frame.f_back
         if frame.f_code is _wrapper_code and not _watched_call():
             try:
-                body = _hook_body(frame)
-                if window.started(frame, _detect._JAXTYPING):
-                    top = window._stack[-1]
-                    top.body_fn = body
-                    top.handled = sys.exc_info()[1]
+                # The frame's locals, read once for the hook and the check.
+                local = frame.f_locals
+                body = _hook_body(local)
+                if not window.push_known(frame, local, body):
+                    window.locals = local
+                    if window.started(frame, _detect._JAXTYPING):
+                        top = window._stack[-1]
+                        top.body_fn = body
+                        top.handled = sys.exc_info()[1]
             except Exception:  # never let the watching break the user's program
                 pass
+            window.locals = None
     return _original_push(arguments)
 
 

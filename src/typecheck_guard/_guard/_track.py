@@ -21,6 +21,7 @@ the checker spent building its error message is real time.
 from __future__ import annotations
 
 import dis
+import sys
 import weakref
 from types import CodeType, FrameType
 from typing import Any, Final
@@ -156,15 +157,7 @@ class Tracker:
                 top.in_body = self._waiting = frame
             return False
         if top is not None and top.in_body is None:
-            # Checker code inside a check, not in its body: part of it.
-            if not top.static and not top.ignore:
-                name = _detect._CHECKER_NAMES[kind]
-                if name not in top.checkers:
-                    top.checkers.append(name)
-            if kind == _detect._ISINSTANCE and not top.pytree:
-                top.pytree = _detect.is_pytree_check(frame.f_code)
-            if kind != _detect._ISINSTANCE or top.pytree:
-                top.known.add(kind)
+            self.inside(top, frame.f_code, kind)
             return False
         if (
             kind == _detect._TYPEGUARD
@@ -185,6 +178,18 @@ class Tracker:
         self.opened(check)
         check.start = _detect._clock()
         return True
+
+    def inside(self, top: Open, code: CodeType, kind: int) -> None:
+        """Checker code (`code`, of `kind`, no body) starts inside the check `top`,
+        not in its body: it is part of it."""
+        if not top.static and not top.ignore:
+            name = _detect._CHECKER_NAMES[kind]
+            if name not in top.checkers:
+                top.checkers.append(name)
+        if kind == _detect._ISINSTANCE and not top.pytree:
+            top.pytree = _detect.is_pytree_check(code)
+        if kind != _detect._ISINSTANCE or top.pytree:
+            top.known.add(kind)
 
     def opened(self, check: Open) -> None:
         """Called once a check is on the stack, before its clock starts."""
@@ -249,39 +254,35 @@ def import_hook_of(module: str | None) -> str | None:
 
 # What a check in a host callback checked, by the function jaxtyping checks (the
 # same every run): jaxtyping's new-style checks only, whose description depends on
-# that function alone. The description is kept without the function (its `body`),
-# which is the key: a value that held its key would keep it alive.
-_in_callbacks: weakref.WeakKeyDictionary[Any, tuple[_detect.Described, bool]] = (
-    weakref.WeakKeyDictionary()
-)
+# that function alone. A callback runs often (a progress meter), and watching it must
+# not change timing a program can observe (`_entries`): after the first check of a
+# function, its next ones cost a dictionary lookup. By the function's id:
+# `(weak reference to it, its description without it or the frame's locals, its
+# code if it is the body, the import hook that instrumented its module)`. Weakly: a
+# value that held the function would keep it alive.
+_in_callbacks: dict[int, tuple[Any, _detect.Described, CodeType | None, Any]] = {}
+_MAX_IN_CALLBACKS: Final = 10_000
+# What `finish` finds in `Open.data[4]` when the import hook is not looked up yet.
+_UNKNOWN: Final = object()
 
 
 _IN_CALLBACK: Final = _situation.Situation("callback", None, False)
 
 
-def _described_in_callback(frame: FrameType, kind: int) -> _detect.Described | None:
-    local = frame.f_locals
-    fn = local.get("fn") if kind == _detect._JAXTYPING else None
-    if fn is None or "wrapped_fn_impl" not in local:
-        return _detect.describe(frame, kind)
-    if _detect._jaxtyping_switched_off(local):
-        return None
+def _remember_in_callback(fn: Any, described: _detect.Described) -> None:
+    body = described.body
     try:
-        described, has_body = _in_callbacks[fn]
-    except (KeyError, TypeError):
-        pass
-    else:
-        return described._replace(body=fn) if has_body else described
-    described = _detect.describe(frame, kind)
-    if described is not None:
-        try:
-            _in_callbacks[fn] = (
-                described._replace(frame_locals={}, body=None),
-                described.body is fn,
-            )
-        except TypeError:
-            pass
-    return described
+        ref = weakref.ref(fn)
+    except TypeError:
+        return
+    if len(_in_callbacks) >= _MAX_IN_CALLBACKS:
+        _in_callbacks.clear()
+    _in_callbacks[id(fn)] = (
+        ref,
+        described._replace(frame_locals={}, body=None),
+        body.__code__ if body is fn else None,
+        import_hook_of(getattr(body, "__module__", None)),
+    )
 
 
 class Window(Tracker):
@@ -301,33 +302,41 @@ class Window(Tracker):
     callback = False
     # Callback sites to raise for after the call (`_watch`): `{site: [...]}`.
     callback_tally: dict[Any, list[Any]] | None = None
+    # The locals of the frame a check is about to open at, when the caller read
+    # them already (`_entries._push`): `open` takes them instead of reading again.
+    locals: dict[str, Any] | None = None
+    # A host callback's finished checks, until `settle`: `(check, seconds, failed)`.
+    pending: list[tuple[Open, float, bool]] | None = None
 
     def open(self, frame: FrameType, kind: int) -> Open | None:
         is_tracing = _detect._is_tracing
         if is_tracing is not None and is_tracing():
             return None  # never flagged: everything below is traced too
-        if _detect._deliberate(frame):
-            return Open(frame, "", ignore=True)
         if self.callback:
             # Every check in a host callback is a "callback" check: nothing to look
-            # up around it, and a callback may run often (a progress meter).
-            described = _described_in_callback(frame, kind)
-            situation = _IN_CALLBACK
-        else:
-            described = _detect.describe(frame, kind)
-            situation = None
+            # up around it, and a callback may run often (a progress meter). What
+            # needs the stack (`_deliberate`) is read once it returned (`settle`).
+            return self._open_in_callback(frame, kind)
+        if _detect._deliberate(frame):
+            return Open(frame, "", ignore=True)
+        described = _detect.describe(frame, kind)
         if described is None:
             return None
-        cls = None
-        if situation is None:
-            # The class too, so that `install()`'s mark decides as it does for the
-            # profile.
-            cls = _situation.built_class(frame, described.what)
-            situation, _ = _situation.situation(
-                frame, described.what, cls, described.body
-            )
+        # The class too, so that `install()`'s mark decides as it does for the
+        # profile.
+        cls = _situation.built_class(frame, described.what)
+        situation, _ = _situation.situation(frame, described.what, cls, described.body)
         if situation.when in ("compile", "trace"):
             return Open(frame, "", ignore=True)
+        return self._opened(frame, described, situation, cls)
+
+    def _opened(
+        self,
+        frame: FrameType,
+        described: _detect.Described,
+        situation: _situation.Situation,
+        cls: type | None,
+    ) -> Open:
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None and _detect.kind_of(code) != _detect._BODY:
@@ -339,12 +348,109 @@ class Window(Tracker):
             code,
             static=described.static,
             pytree=described.pytree,
-            data=(described, situation, first, cls),
+            data=(described, situation, first, cls, _UNKNOWN),
         )
 
+    def push_known(self, frame: FrameType, local: dict[str, Any], body: Any) -> bool:
+        """`_entries._push`'s fast path in a host callback: jaxtyping's wrapper of a
+        function already checked in a callback (`_in_callbacks`) starts at `frame`
+        (its locals `local`, its body hook `body`), with no check open, or in the
+        body of one. Opens its check, as `started` would, and returns `True`;
+        `False` leaves every other case to `started`. A callback may run often (a
+        progress meter), and a program may time it: this is all the watching its
+        check costs before the checker runs."""
+        stack = self._stack
+        if not self.callback or (stack and stack[-1].in_body is None):
+            return False
+        fn = local.get("fn")
+        known = _in_callbacks.get(id(fn))
+        if known is None or known[0]() is not fn or "wrapped_fn_impl" not in local:
+            return False
+        _, described, code, hook = known
+        if code is not None and _detect._kinds.get(id(code)) != _detect._BODY:
+            return False
+        # (jaxtyping's wrapper calls `push_shape_memo` only once it tested its
+        # off-switches: no need to test them here.)
+        is_tracing = _detect._is_tracing
+        if is_tracing is not None and is_tracing():
+            return False
+        check = Open(
+            frame,
+            described.checker,
+            code,
+            static=described.static,
+            pytree=described.pytree,
+            data=(described, _IN_CALLBACK, False, None, hook),
+        )
+        check.body_fn = body
+        check.handled = sys.exc_info()[1]
+        if not stack:
+            self._stack = stack = []
+        stack.append(check)  # type: ignore[union-attr]
+        self._waiting = frame
+        check.start = _detect._clock()
+        return True
+
+    def _open_in_callback(self, frame: FrameType, kind: int) -> Open | None:
+        local = self.locals
+        if local is None:
+            local = frame.f_locals
+        else:  # read by `_entries._push` for this very frame
+            self.locals = None
+        fn = local.get("fn") if kind == _detect._JAXTYPING else None
+        if fn is None or "wrapped_fn_impl" not in local:
+            described = _detect.describe(frame, kind)
+            if described is None:
+                return None
+            return self._opened(frame, described, _IN_CALLBACK, None)
+        if _detect._jaxtyping_switched_off(local):
+            return None
+        known = _in_callbacks.get(id(fn))
+        if known is not None and known[0]() is fn:
+            _, described, code, hook = known
+            if code is not None and _detect.kind_of(code) != _detect._BODY:
+                _detect._watch_body(code)  # the guard restarted meanwhile
+            # Not the first check of `fn`: that one made the entry.
+            return Open(
+                frame,
+                described.checker,
+                code,
+                static=described.static,
+                pytree=described.pytree,
+                data=(described, _IN_CALLBACK, False, None, hook),
+            )
+        described = _detect.describe(frame, kind)
+        if described is None:
+            return None
+        check = self._opened(frame, described, _IN_CALLBACK, None)
+        _remember_in_callback(fn, described)
+        return check
+
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
-        described, situation, first, cls = check.data
-        module = getattr(described.body, "__module__", None)
+        if self.callback:
+            # Inside the callback's own time: keep what `settle` needs, no more.
+            pending = self.pending
+            if pending is None:
+                self.pending = pending = []
+            pending.append((check, seconds, failed))
+            return
+        self._found(check, seconds, failed)
+
+    def settle(self) -> None:
+        """Turn the checks a host callback's window kept (`finish`) into `checks`,
+        once the callback returned: the stack walk (`_deliberate`: a check that
+        `unflatten_safe` runs on purpose is no check of the callback's) and the
+        records happen outside the callback's own time. The frames are those of
+        checks that returned, whose callers are linked as they were."""
+        pending, self.pending = self.pending, None
+        for check, seconds, failed in pending or ():
+            if not _detect._deliberate(check.frame):
+                self._found(check, seconds, failed)
+
+    def _found(self, check: Open, seconds: float, failed: bool) -> None:
+        described, situation, first, cls, hook = check.data
+        if hook is _UNKNOWN:
+            hook = import_hook_of(getattr(described.body, "__module__", None))
         found = _detect.Check(
             described.checked,
             " with ".join(check.checkers),
@@ -353,7 +459,7 @@ class Window(Tracker):
             first,
             failed=failed,
             rebuild=situation.rebuild,
-            hook=import_hook_of(module),
+            hook=hook,
             cls=cls,
         )
         if not self.checks:

@@ -379,6 +379,7 @@ def watch_callback(
             return call(*args, **kwargs)
         finally:
             _detect._window.reset(token)
+            window.settle()
             if window.checks:
                 _report_callback(primitive, callback, window.checks, outer)
     previous = sys.getprofile()
@@ -401,6 +402,7 @@ def watch_callback(
                 return call(*args, **kwargs)
         finally:
             sys.setprofile(previous)
+            window.settle()
             if window.checks:
                 _report_callback(primitive, callback, window.checks, outer)
     sys.setprofile(window.event if base is None else _compose(base, window.event))
@@ -408,6 +410,7 @@ def watch_callback(
         return call(*args, **kwargs)
     finally:
         sys.setprofile(previous)
+        window.settle()
         if window.checks:
             _report_callback(primitive, callback, window.checks, outer)
 
