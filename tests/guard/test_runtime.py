@@ -244,6 +244,36 @@ def test_unflatten_safe_passes(typecheck):
 
 
 @allow_checks
+def test_a_verdicts_first_check_in_a_cached_call_is_not_flagged(typecheck):
+    # A class whose unflatten builds it through a helper of its own is rebuilt by
+    # row 7 of `unflatten_safe`: the first signature it sees is checked on purpose
+    # to fill the verdict cache, also when that happens in a cache-hit call (the
+    # jitted function was compiled before it was wrapped), and the next call is a
+    # hit: neither is a check at dispatch time.
+    class Node:
+        @jaxtyped(typechecker=typecheck)
+        def __init__(self, x: Float[Array, " n"]):
+            self.x = x
+
+    def make(children):
+        return Node(*children)
+
+    jax.tree_util.register_pytree_node(
+        Node, lambda n: ((n.x,), None), lambda aux, children: make(children)
+    )
+    plain = jax.jit(lambda s: s)
+    state = _cached(plain, Node(jnp.ones(3)))
+    wrapped = typecheck_guard.unflatten_safe(plain)
+    typecheck.reset()
+    with typecheck_guard.runtime_checks("disallow"):
+        wrapped(state)  # the verdict's first check
+        assert typecheck.calls > 0
+        typecheck.reset()
+        wrapped(state)  # a hit
+    assert typecheck.calls == 0
+
+
+@allow_checks
 def test_guarded_class_outside_unflatten_safe_is_flagged(typecheck):
     Node = _seed_node(typecheck)
     state = _node_value(Node)

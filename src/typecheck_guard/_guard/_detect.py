@@ -372,7 +372,7 @@ def prepare() -> None:
     global _pytree_meta
     from .._unflatten import _guards
 
-    _guard_code = nested_code(_guards._make_guard.__code__, "guard")
+    _guard_code = _guards._decide.__code__
     _typeguard_suppression = None
     _is_tracing = None
     _library_dirs = _package_dirs()
@@ -658,8 +658,9 @@ def describe(frame: FrameType, kind: int) -> Described | None:
 def _deliberate(frame: FrameType) -> bool:
     """Whether `unflatten_safe`'s guard runs this check to fill its verdict cache.
 
-    The guard reaches `checked(...)` with a verdict `key` bound only on that path
-    (a key of `None` means "can't cache", and the check then runs on every call).
+    The guard's rows 3 to 7 (`_unflatten/_guards._decide`) reach `checked(...)` with
+    a verdict `key` bound only on that path (a key of `None` means "can't cache",
+    and the check then runs on every call).
     Its frame is within a few frames of the checker's: jaxtyping's and the
     checker's wrappers sit in between.
     """
