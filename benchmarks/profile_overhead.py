@@ -12,13 +12,18 @@ returning a jaxtyped `flax.struct` whose `PyTree[Float[Array, "..."]]` field hol
   a function checked by the checker alone, it does not switch the check off, so
   "on - off" reads as the whole call).
 
-A fourth workload runs no check at all: eager JAX code (a few `jax.numpy`
-operations on small arrays, Python-bound), the price of profiling for the rest of a
-program.
+A fourth workload makes many small checks deep in the stack, as jaxtyping's import
+hook does in a test suite: a checked function calling another ten times, 60 frames
+down. A fifth runs no check at all: eager JAX code (a few `jax.numpy` operations on
+small arrays, Python-bound), the price of profiling for the rest of a program.
 
 We report the medians of the per-round ratios B / A (the profiler's overhead, with
 the lowest and highest round) and (reported check time per call) / (A - C) (how far
-the report is from "checks on minus checks off"). The step is made while the
+the report is from "checks on minus checks off"), and (the profiler's estimate of its own
+time per call, `Profile.profiler_seconds`) / (B - A): how far the estimate the
+report corrects its shares by is from the measured cost (the median of the
+per-round ratios, and in brackets the median of the estimates and of B - A; where
+B - A is within the noise, the ratio is too). The step is made while the
 profiler's factory patches are on, as under `typecheck-guard profile`, for A and B
 alike. B is the steady state: we attach the profiler for each round, and leave one
 call after attaching out of the timing (attaching re-instruments the code that runs
@@ -58,7 +63,7 @@ def time_per_call(
     call that is not timed (attaching the profiler re-instruments the code that runs
     next on Python 3.12+, a one-time cost we leave out of the steady state): the
     profile's checks of the timed calls are `prof.timed_seconds` and
-    `prof.timed_checks`."""
+    `prof.timed_checks`, its estimate of its own time `prof.timed_own`."""
     with jaxtyping_disabled(disabled):
         gc.collect()
         gc.disable()
@@ -66,14 +71,22 @@ def time_per_call(
             if prof is not None:
                 prof.start()
                 run(1)
-                before = prof.check_seconds, sum(s.count for s in prof.sites)
+                before = (
+                    prof.check_seconds,
+                    sum(s.count for s in prof.sites),
+                    prof._profiler + prof._meter[0](prof._meter[1]),
+                )
             start = time.perf_counter()
             run(n)
             elapsed = time.perf_counter() - start
             if prof is not None:
+                own = prof._profiler + prof._meter[0](prof._meter[1])
                 prof.stop()
                 prof.timed_seconds = prof.check_seconds - before[0]
                 prof.timed_checks = sum(s.count for s in prof.sites) - before[1]
+                # Unclamped (`profiler_seconds` is at most the wall time outside
+                # checks, of the whole profile).
+                prof.timed_own = own - before[2]
             return elapsed / n
         finally:
             gc.enable()
@@ -88,6 +101,7 @@ def measure(
         with typecheck_guard.profile(every_checker=every):
             run(1)
     overhead, accuracy, per_a, per_b, per_c, reported = [], [], [], [], [], []
+    estimated, estimate_ratio = [], []
     for _ in range(rounds):
         a = time_per_call(run, calls)
         prof = typecheck_guard.profile(every_checker=every)
@@ -100,6 +114,8 @@ def measure(
         per_b.append(b)
         per_c.append(c)
         reported.append(checks)
+        estimated.append(prof.timed_own / calls)
+        estimate_ratio.append(estimated[-1] / (b - a) if b > a else float("nan"))
     return {
         "overhead": statistics.median(overhead),
         "overhead_low": min(overhead),
@@ -109,6 +125,8 @@ def measure(
         "profiled_s": statistics.median(per_b),
         "disabled_s": statistics.median(per_c),
         "reported_s": statistics.median(reported),
+        "estimated_s": statistics.median(estimated),
+        "estimate_ratio": statistics.median(estimate_ratio),
     }
 
 
@@ -128,6 +146,33 @@ def _checker_alone(checker: Any, leaves: int) -> Any:
     def run(n: int) -> None:
         for _ in range(n):
             evaluate(params)
+
+    return run
+
+
+def _nested_checks(checker: Any, depth: int = 60) -> Any:
+    """Eleven small checks a call, 60 frames down the stack: what jaxtyping's
+    import hook makes of a library's code under a test runner."""
+    import jax.numpy as jnp
+    from jaxtyping import Array, Float, jaxtyped
+
+    @jaxtyped(typechecker=checker)
+    def leaf(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    @jaxtyped(typechecker=checker)
+    def middle(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        for _ in range(10):
+            x = leaf(x)
+        return x
+
+    x = jnp.ones((3,))
+
+    def run(n: int, depth: int = depth) -> None:
+        if depth:
+            return run(n, depth - 1)
+        for _ in range(n):
+            middle(x)
 
     return run
 
@@ -179,12 +224,13 @@ def main() -> int:
     print(
         f"{'workload':28} {'unprofiled':>11} {'profiled':>11} {'overhead':>9} "
         f"{'on - off':>10} {'reported':>10} {'reported / (on - off)':>22} "
-        "overhead rounds"
+        f"{'estimate / (B - A)':>19} overhead rounds"
     )
     for name, run, switchable in (
         ("flax.struct state step", step, True),
         ("eager PyTree call", eager, True),
         ("eager, checker alone", _checker_alone(checker, options.leaves), False),
+        ("nested checks, deep stack", _nested_checks(checker), True),
         ("eager JAX, no check", _eager_jax(), False),
     ):
         m = measure(run, options.rounds, options.calls, switchable, every)
@@ -194,6 +240,8 @@ def main() -> int:
             f"{(m['unprofiled_s'] - m['disabled_s']) * 1e3:8.3f}ms "
             f"{m['reported_s'] * 1e3:8.3f}ms "
             + (f"{m['accuracy']:21.2f}x" if switchable else f"{'-':>22}")
+            + f" {m['estimate_ratio']:5.2f}x ({m['estimated_s'] * 1e3:.3f}/"
+            + f"{(m['profiled_s'] - m['unprofiled_s']) * 1e3:.3f}ms)"
             + f" {m['overhead_low']:.2f}-{m['overhead_high']:.2f}"
         )
     typecheck_guard.uninstall()

@@ -1216,3 +1216,148 @@ def test_what_the_profile_watches_and_says_it_does_not(every_checker, capsys):
     assert (note in " ".join(out.split())) is partial
     with pytest.raises(TypeError, match="`every_checker` must be True or False"):
         typecheck_guard.profile(every_checker="yes")  # type: ignore[arg-type]
+
+
+# --- the profiler's own cost -------------------------------------------------------
+
+
+def _totals(wall: float, profiler: float, checks: list[float]) -> Any:
+    """A recorder with a known wall time, profiler time and checks (no clock)."""
+    from typecheck_guard._profile._data import Record, Totals
+
+    totals = Totals()
+    totals._wall, totals._profiler = wall, profiler
+    for i, seconds in enumerate(checks):
+        totals._add(
+            Record(
+                f"m.f{i}",
+                "jaxtyping",
+                "function",
+                "eager",
+                None,
+                None,
+                False,
+                "MainThread",
+                seconds,
+            )
+        )
+    return totals
+
+
+def test_profile_report_states_the_profilers_own_cost():
+    from typecheck_guard._profile._report import format_text, to_dict
+
+    # 2.61 s measured, 0.83 s of it the profiler's: 1.47x; the checks took 0.5 s
+    # and 0.2 s, of the 1.78 s the run would have taken.
+    totals = _totals(2.61, 0.83, [0.5, 0.2])
+    assert totals.unprofiled_seconds == pytest.approx(1.78)
+    assert totals.overhead == pytest.approx(2.61 / 1.78)
+    text = format_text(totals)
+    lines = text.splitlines()
+    assert lines[0] == (
+        "typecheck-guard profile: typechecks took 39.3% of the run (700.00 ms of "
+        "1.78 s);"
+    )
+    assert lines[2:4] == [
+        "Profiling made this run about 1.47x slower: 830.00 ms of its 2.61 s was the "
+        "profiler's own (an",
+        "estimate); the percentages are of the 1.78 s the run would have taken "
+        "without it.",
+    ]
+    # The share column: of the 1.78 s.
+    assert " 28.1%  eager " in lines[6] and " 11.2%  eager " in lines[7]
+    assert "share: of the wall time less the profiler's own, as estimated" in (
+        " ".join(text.split())
+    )
+    data = to_dict(totals)
+    assert data["wall_seconds"] == 2.61
+    assert data["profiler_seconds"] == pytest.approx(0.83)
+    assert data["unprofiled_seconds"] == pytest.approx(1.78)
+    assert data["overhead"] == pytest.approx(2.61 / 1.78)
+    assert [s["share"] for s in data["sites"]] == pytest.approx(
+        [0.5 / 1.78, 0.2 / 1.78]
+    )
+    assert data["headline"].startswith("typechecks took 39.3% of the run (700.00 ms")
+
+
+def test_profile_report_is_silent_about_a_small_overhead():
+    from typecheck_guard._profile._report import format_text, overhead_line
+
+    # 1.1x and under: not worth a line; the base is still the corrected one.
+    totals = _totals(1.1, 0.1, [0.5])
+    assert totals.overhead == pytest.approx(1.1)
+    assert overhead_line(totals) is None
+    text = format_text(totals)
+    assert "slower" not in text
+    assert "took 50.0% of the run (500.00 ms of 1.00 s)" in text
+    # The profiler's estimate never eats into the checks' own time.
+    totals = _totals(1.0, 0.9, [0.5])
+    assert totals.profiler_seconds == 0.5 and totals.unprofiled_seconds == 0.5
+    assert "about 2.00x slower: 500.00 ms of its 1.00 s" in " ".join(
+        format_text(totals).split()
+    )
+
+
+def _many_checks() -> None:
+    @jaxtyped(typechecker=beartype)
+    def leaf(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    x = jnp.ones((3,))
+    for _ in range(50):
+        leaf(x)
+
+
+@pytest.mark.parametrize("every_checker", [False, True])
+def test_profile_counts_and_measures_its_own_work(every_checker, monkeypatch):
+    from typecheck_guard._profile import _engine
+
+    # Unforced: what it counts and measures stays within the wall time outside
+    # the checks.
+    with typecheck_guard.profile(every_checker=every_checker) as prof:
+        before = _engine.spent()
+        _many_checks()
+        after = _engine.spent()
+    # Each check's start and end is measured; each callback or hook call counted.
+    assert after[0] > before[0]
+    assert after[1] + after[2] - before[1] - before[2] >= 50
+    assert 0 < prof.profiler_seconds <= prof.wall_seconds - prof.check_seconds
+    assert prof.unprofiled_seconds == pytest.approx(
+        prof.wall_seconds - prof.profiler_seconds
+    )
+    data = prof.to_dict()
+    assert data["overhead"] == pytest.approx(
+        data["wall_seconds"] / data["unprofiled_seconds"]
+    )
+    # Forced: a second per counted call makes the estimate all of the run outside
+    # the checks (it is capped there), so the report says so.
+    monkeypatch.setattr(_engine, "_rates", {})
+    monkeypatch.setattr(_engine, "_rate", (1.0, 1.0))
+    monkeypatch.setattr(_engine, "_calibrate", lambda: None)
+    with typecheck_guard.profile(every_checker=every_checker) as prof:
+        _many_checks()
+    assert prof.profiler_seconds == pytest.approx(
+        prof.wall_seconds - prof.check_seconds
+    )
+    assert prof.unprofiled_seconds == pytest.approx(prof.check_seconds)
+    text = " ".join(
+        __import__("typecheck_guard._profile._report", fromlist=["x"])
+        .format_text(prof)
+        .split()
+    )
+    assert "typechecks took 100.0% of the run" in text
+    assert f"Profiling made this run about {prof.overhead:.2f}x slower: " in text
+    assert "was the profiler's own (an estimate); the percentages are of the " in text
+
+
+def test_profile_calibrates_each_backend_once():
+    from typecheck_guard._profile import _engine
+
+    with typecheck_guard.profile():
+        pass
+    backend = "monitoring" if sys.version_info >= (3, 12) else "hooks"
+    rate = _engine._rates[backend]
+    # A counted call costs something, and less than a millisecond.
+    assert 0 < max(rate) < 1e-3
+    with typecheck_guard.profile():
+        assert _engine._rate is rate

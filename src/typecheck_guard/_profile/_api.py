@@ -69,7 +69,8 @@ class Profile(Totals):
 
     def report(self, top: int | None = 20, file: Any = None) -> None:
         """Print the table: the headline, then each site (the most time first) with
-        its count, time, time per check, share of the wall time and fix.
+        its count, time, time per check, share of the wall time (less the
+        profiler's own, `unprofiled_seconds`) and fix.
 
         **Arguments:**
 
@@ -87,7 +88,10 @@ class Profile(Totals):
         print(format_text(self, top=top), file=file if file is not None else sys.stdout)
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data: `wall_seconds`, `check_seconds`,
+        """The report as JSON-ready data: `wall_seconds` (as measured),
+        `profiler_seconds` (the profiler's own part of it, an estimate),
+        `unprofiled_seconds` (the difference, which the shares are of), `overhead`,
+        `check_seconds`,
         `removable_seconds` and `sites` (each with `site`, `checker`, `when`,
         `count`, `seconds`, `fix`, ...)."""
         from ._report import to_dict
@@ -147,7 +151,11 @@ def profile(*, every_checker: bool = False) -> Profile:
 
     A `Profile`: use it in a `with` statement, then `report()` (print the table),
     `sites` (the rows, each a `typecheck_guard.Site`, the most time first),
-    `to_dict()` (the same with each site's fix), `wall_seconds`, `check_seconds`.
+    `to_dict()` (the same with each site's fix), `wall_seconds`, `check_seconds`,
+    and the profiler's own cost: `profiler_seconds` (an estimate), `overhead` and
+    `unprofiled_seconds` (the wall time less the profiler's own, which the report's
+    shares are of; above 1.1x, the report says how much slower profiling made the
+    run).
 
     !!! Example
 

@@ -189,6 +189,10 @@ class Totals:
         self._start = 0.0
         self._wall = 0.0
         self._running = False
+        # The profiler's own time (`_engine.own_seconds`): what earlier runs
+        # added, and while attached, the engine's meter and its reading then.
+        self._profiler = 0.0
+        self._meter: tuple[Any, Any] | None = None
         self.setup_probes = 0
         """Checks a checker ran on its own hints while decorating (not counted in
         the sites, nor timed)."""
@@ -275,10 +279,37 @@ class Totals:
 
     @property
     def wall_seconds(self) -> float:
-        """The time the profile ran for (so far, while it runs)."""
+        """The time the profile ran for (so far, while it runs), as measured: the
+        profiler's own time included."""
         if self._running:
             return self._wall + time.perf_counter() - self._start
         return self._wall
+
+    @property
+    def profiler_seconds(self) -> float:
+        """An estimate of the profiler's own share of `wall_seconds`: the time
+        spent in its own work (measured where a check starts and ends) and in the
+        calls the interpreter makes to it (counted, times a cost per call measured
+        when it starts). At most `wall_seconds - check_seconds`."""
+        seconds = self._profiler
+        meter = self._meter
+        if meter is not None:
+            seconds += meter[0](meter[1])
+        return min(max(seconds, 0.0), max(self.wall_seconds - self.check_seconds, 0.0))
+
+    @property
+    def unprofiled_seconds(self) -> float:
+        """An estimate of the wall time the run would have taken without the
+        profiler: `wall_seconds - profiler_seconds`. The report's shares and its
+        headline percentage are of this."""
+        return self.wall_seconds - self.profiler_seconds
+
+    @property
+    def overhead(self) -> float:
+        """How much slower profiling made the run, by the estimate:
+        `wall_seconds / unprofiled_seconds` (1.0: no slower)."""
+        base = self.unprofiled_seconds
+        return self.wall_seconds / base if base > 0 else 1.0
 
     @property
     def sites(self) -> tuple[Site, ...]:

@@ -121,6 +121,148 @@ def _clear_kinds() -> None:
     _codes.clear()
 
 
+# --- what watching costs -------------------------------------------------------------
+#
+# The profiler's own time, so that the report can give each check's share of the run
+# the program would have been without it (`Totals.profiler_seconds`). Two parts:
+#
+# - measured: the clock around the work we do when a check opens (`describe`, the
+#   walk of the stack in `_situation`, a body to watch) and when it ends (its
+#   record, the recorders), and when we first classify a code object: microseconds
+#   each, so two reads of the clock cost little;
+# - counted: every other call of ours, too cheap and too frequent to time (a
+#   `sys.monitoring` callback, a profile function's event, a checker hook), times
+#   what one costs, interpreter dispatch included, calibrated when the engine
+#   starts (`_calibrate`): a burst of calls with and without us.
+#
+# On Python 3.11 a profile function also makes the interpreter run every bytecode
+# instruction unspecialised (`DO_TRACING` de-optimises each one), a cost per
+# instruction, not per event: we calibrate the profile function's events on a
+# function with a typical amount of bytecode per call, so that cost is in the
+# per-event figure, on average (`benchmarks/profile_overhead.py` compares the
+# estimate with the measured difference).
+#
+# Counters are process-wide and unlocked: a thread switch between the read and the
+# write of `+=` can lose an event, which an estimate can afford.
+_spent = [0.0, 0, 0]  # measured seconds, backend events, hook calls
+# Seconds per backend event and per hook call, by backend, once per process.
+_rates: dict[str, tuple[float, float]] = {}
+_rate = (0.0, 0.0)
+
+
+def spent() -> tuple[float, int, int]:
+    """The engine's counters (`_spent`), for a recorder to take differences of."""
+    return (_spent[0], _spent[1], _spent[2])
+
+
+def own_seconds(since: tuple[float, int, int]) -> float:
+    """The profiler's own time since `spent()` returned `since`: measured, plus the
+    counted calls times their calibrated cost."""
+    per_event, per_hook = _rate
+    return (
+        _spent[0]
+        - since[0]
+        + (_spent[1] - since[1]) * per_event
+        + (_spent[2] - since[2]) * per_hook
+    )
+
+
+def _median_difference(run: Any, base: Any, rounds: int = 7) -> tuple[float, int]:
+    """The median over interleaved rounds of (time of `run()` - time of `base()`),
+    and how many events `run()` counted (the last round's)."""
+    clock = _detect._clock
+    differences = []
+    counted = 0
+    for _ in range(rounds):
+        start = clock()
+        base()
+        middle = clock()
+        before = _spent[1] + _spent[2]
+        run()
+        end = clock()
+        counted = _spent[1] + _spent[2] - before
+        differences.append((end - middle) - (middle - start))
+    differences.sort()
+    return max(differences[len(differences) // 2], 0.0), counted
+
+
+def _probe(x: Any) -> Any:
+    # Python code with a typical amount of bytecode per call: globals, attributes,
+    # a method, arithmetic, a C call, a branch.
+    total = 0
+    for item in (x, x + 1, x + 2):
+        if isinstance(item, int):
+            total += item * 2 - 1
+    return str(total).strip()
+
+
+def _probe_burst(function: Any, n: int = 400) -> Any:
+    def burst() -> None:
+        for i in range(n):
+            function(i)
+
+    return burst
+
+
+def _calibrate() -> None:
+    """Set `_rate` for the backend now running: seconds per counted event, from a
+    burst of calls with our callbacks on and one with them off."""
+    global _rate
+    backend = "monitoring" if _monitor.tool is not None else str(_mode)
+    if backend in _rates:
+        _rate = _rates[backend]
+        return
+    saved = tuple(_spent)
+    per_event = per_hook = 0.0
+    _state()  # as in a program that ran a check (a missing one costs an exception)
+    try:
+        if backend == "monitoring":
+            # A body (`PY_START` and `PY_RETURN` call us, outside any check) against
+            # the same code that answered `DISABLE`.
+            watched = _probe_copy()
+            plain = _probe_copy()
+            _remember(watched.__code__, _detect._BODY)
+            _monitor.instrument(watched.__code__)
+            plain(0)
+            extra, counted = _median_difference(
+                _probe_burst(watched), _probe_burst(plain)
+            )
+            per_event = extra / counted if counted else 0.0
+            _kinds.pop(id(watched.__code__), None)
+            _codes.pop(id(watched.__code__), None)
+        elif backend == "profile":
+            state = _state()
+
+            def unwatched() -> None:
+                sys.setprofile(None)
+                try:
+                    _probe_burst(_probe)()
+                finally:
+                    sys.setprofile(state.event)
+
+            extra, counted = _median_difference(_probe_burst(_probe), unwatched)
+            per_event = extra / counted if counted else 0.0
+        if backend in ("profile", "hooks"):
+            # Our body hook outside a check: a call through it, what each hook adds.
+            hooked = _Body(_probe)
+            extra, counted = _median_difference(
+                _probe_burst(hooked), _probe_burst(_probe)
+            )
+            per_hook = extra / counted if counted else 0.0
+    except Exception:  # an estimate is no reason to fail
+        pass
+    finally:
+        _spent[:] = saved
+    _rate = _rates[backend] = (per_event, per_hook)
+
+
+def _probe_copy() -> Any:
+    """`_probe` with a code object of its own (its own `sys.monitoring` events)."""
+    import types
+
+    return types.FunctionType(_probe.__code__.replace(), _probe.__globals__, "_probe")
+
+
 def _may_be_unseen_rebuild(cls: type | None) -> bool:
     """Whether JAX's C++ may have rebuilt this instance of `cls` with no Python frame
     in between (the dispatch of a jitted callable none of our wrappers saw): JAX's
@@ -224,6 +366,7 @@ _cells_lock = threading.Lock()
 
 
 def _popped() -> None:
+    _spent[2] += 1
     _original_pop()
     end = _detect._clock()  # the check ends here; what follows is ours
     state = getattr(_local, "state", None)
@@ -244,6 +387,7 @@ def _pushed(arguments: Any) -> Any:
     """jaxtyping's `push_shape_memo`, on the hooks backend: a check of
     jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
     ours)."""
+    _spent[2] += 1
     if _mode == "hooks":
         # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
         frame = sys._getframe(1)
@@ -303,6 +447,7 @@ class _Body:
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         now = _detect._clock()  # first: what follows is not the check's time
+        _spent[2] += 1
         fn = self.__typecheck_guard_body__
         state = getattr(_local, "state", None)
         top = state._stack[-1] if state is not None and state._stack else None
@@ -339,6 +484,7 @@ class _Signature(inspect.Signature):
     __slots__ = ("_typecheck_guard_original",)
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
+        _spent[2] += 1
         if _mode == "hooks":
             # The check starts with the binding (jaxtyping's `wrapped_fn` binds
             # first, once its checks are on).
@@ -480,6 +626,7 @@ _original_check: Any = None
 
 
 def _quiet_check(cls: Any, obj: Any, pytree_memo: Any) -> Any:
+    _spent[2] += 1
     profile = sys.getprofile()
     if not isinstance(getattr(profile, "__self__", None), _Thread):
         return _original_check[1](cls, obj, pytree_memo)
@@ -494,6 +641,7 @@ def _instancecheck(cls: Any, instance: Any) -> Any:
     """`isinstance(x, PyTree[...])` on the hooks backend: a check of its own, unless
     it runs inside another check (beartype's or typeguard's of an argument, which
     it is part of)."""
+    _spent[2] += 1
     original = _original_check[1]  # pyright: ignore[reportOptionalSubscript]
     if _mode != "hooks":
         return original(cls, instance)
@@ -633,7 +781,10 @@ class _Thread(Tracker):
     _error: Any = None
 
     # The `sys.setprofile` backend's profile function.
-    def event(self, frame: FrameType, event: str, arg: Any) -> None:
+    def event(
+        self, frame: FrameType, event: str, arg: Any, _spent: list[Any] = _spent
+    ) -> None:
+        _spent[1] += 1
         if event == "call":
             if _mode != "profile":  # the engine stopped: leave this thread alone
                 sys.setprofile(None)
@@ -641,7 +792,9 @@ class _Thread(Tracker):
             code = frame.f_code
             kind = _kinds.get(id(code))
             if kind is None:
+                start = _detect._clock()
                 kind = _classify(code)
+                _spent[0] += _detect._clock() - start
             if kind:
                 self.started(frame, kind)
         elif frame is self._waiting and event == "return":
@@ -652,6 +805,13 @@ class _Thread(Tracker):
     event.__typecheck_guard_composes__ = True  # type: ignore[attr-defined]
 
     def open(self, frame: FrameType, kind: int) -> Open | None:
+        start = _detect._clock()
+        try:
+            return self._open(frame, kind)
+        finally:
+            _spent[0] += _detect._clock() - start
+
+    def _open(self, frame: FrameType, kind: int) -> Open | None:
         caller = frame.f_back
         # The PyTree cache (`_cache/_pytree.py`) stands between a checker and
         # jaxtyping's `__instancecheck__`: the checker is the caller.
@@ -692,6 +852,13 @@ class _Thread(Tracker):
         )
 
     def opened(self, check: Open) -> None:
+        start = _detect._clock()
+        try:
+            self._opened(check)
+        finally:
+            _spent[0] += _detect._clock() - start
+
+    def _opened(self, check: Open) -> None:
         data = check.data
         if (
             _original_pop is None
@@ -713,6 +880,13 @@ class _Thread(Tracker):
             sys.setprofile(None)
 
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
+        start = _detect._clock()
+        try:
+            self._finish(check, seconds, failed)
+        finally:
+            _spent[0] += _detect._clock() - start
+
+    def _finish(self, check: Open, seconds: float, failed: bool) -> None:
         data = check.data
         described, situation = data.described, data.situation
         record = Record(
@@ -770,14 +944,20 @@ _monitor = Monitor("typecheck_guard.profile")
 _BODY = _detect._BODY
 
 
-def _on_start(code: CodeType, offset: int, _get: Any = _kinds.get) -> Any:
+def _on_start(
+    code: CodeType, offset: int, _get: Any = _kinds.get, _spent: list[Any] = _spent
+) -> Any:
+    _spent[1] += 1
     kind = _get(id(code))
     if kind is None:
+        start = _detect._clock()
         kind = _kind_of_code(code)
+        if kind:
+            _remember(code, kind)
+        _spent[0] += _detect._clock() - start
         if not kind:
             _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
-        _remember(code, kind)
     state = getattr(_local, "state", None)
     stack = state._stack if state is not None else None
     if stack:
@@ -798,7 +978,10 @@ def _on_start(code: CodeType, offset: int, _get: Any = _kinds.get) -> Any:
     return None
 
 
-def _on_return(code: CodeType, offset: int, value: Any) -> None:
+def _on_return(
+    code: CodeType, offset: int, value: Any, _spent: list[Any] = _spent
+) -> None:
+    _spent[1] += 1
     state = getattr(_local, "state", None)
     if state is not None:
         frame = sys._getframe(1)
@@ -806,7 +989,10 @@ def _on_return(code: CodeType, offset: int, value: Any) -> None:
             state.returned(frame, False)
 
 
-def _on_unwind(code: CodeType, offset: int, exception: BaseException) -> None:
+def _on_unwind(
+    code: CodeType, offset: int, exception: BaseException, _spent: list[Any] = _spent
+) -> None:
+    _spent[1] += 1
     state = getattr(_local, "state", None)
     if state is not None:
         frame = sys._getframe(1)
@@ -887,6 +1073,7 @@ def attach(
                     if _mode == "profile":
                         threading.setprofile(_bootstrap)
                         sys.setprofile(_state().event)
+                _calibrate()
             except BaseException:
                 _mode = None
                 _jitwrap.release()
@@ -894,6 +1081,7 @@ def attach(
         recorder.unwatched = (
             None if _mode != "hooks" else "checks by beartype or typeguard alone"
         )
+        recorder._meter = (own_seconds, spent())
         _recorders = (*_recorders, recorder)
 
 
@@ -904,6 +1092,9 @@ def detach(recorder: Totals) -> None:
     with _lock:
         if recorder not in _recorders:
             return
+        if recorder._meter is not None:
+            recorder._profiler += own_seconds(recorder._meter[1])
+            recorder._meter = None
         _recorders = tuple(r for r in _recorders if r is not recorder)
         if _recorders:
             return

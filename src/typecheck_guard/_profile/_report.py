@@ -281,14 +281,36 @@ def removable_seconds(prof: Totals) -> float:
     return sum(s.seconds for s in prof.sites if removable(s))
 
 
+# Above this estimated slowdown the report says what profiling cost, and what its
+# shares are of.
+SHOWN_OVERHEAD: Final = 1.1
+
+
+def overhead_line(prof: Totals) -> str | None:
+    """What profiling cost this run, when it made it more than `SHOWN_OVERHEAD`
+    times slower (by `Totals.profiler_seconds`, an estimate), and what the shares
+    are of; `None` below that."""
+    overhead = prof.overhead
+    if overhead <= SHOWN_OVERHEAD:
+        return None
+    return (
+        f"profiling made this run about {overhead:.2f}x slower: "
+        f"{_seconds(prof.profiler_seconds)} of its {_seconds(prof.wall_seconds)} was "
+        "the profiler's own (an estimate); the percentages are of the "
+        f"{_seconds(prof.unprofiled_seconds)} the run would have taken without it"
+    )
+
+
 def headline(prof: Totals) -> str:
-    wall = prof.wall_seconds
+    """What the checks took, of the wall time the run would have taken unprofiled
+    (`Totals.unprofiled_seconds`), and how much of that is removable."""
+    base = prof.unprofiled_seconds
     checks = prof.check_seconds
     if not prof.sites:
-        return f"no typecheck ran in this process ({_seconds(wall)} run)"
+        return f"no typecheck ran in this process ({_seconds(prof.wall_seconds)} run)"
     text = (
-        f"typechecks took {_percent(checks, wall)} of the run ({_seconds(checks)} of "
-        f"{_seconds(wall)}); {_percent(removable_seconds(prof), checks)} of that is "
+        f"typechecks took {_percent(checks, base)} of the run ({_seconds(checks)} of "
+        f"{_seconds(base)}); {_percent(removable_seconds(prof), checks)} of that is "
         "removable"
     )
     unclear = sum(s.seconds for s in prof.sites if s.when == "unclear")
@@ -382,13 +404,16 @@ def format_text(
     top = validate_top(top)
     sites = prof.sites
     shown = sites if top is None else sites[:top]
-    wall = prof.wall_seconds
+    base = prof.unprofiled_seconds
     # The headline's clauses on lines of their own: what the checks took, then how
     # much of that is removable.
     first, *clauses = f"typecheck-guard profile: {headline(prof)}.".split("; ")
     lines = _wrapped("", first + (";" if clauses else ""), WIDTH)
     for clause in clauses:
         lines.extend(_wrapped("", clause, WIDTH))
+    overhead = overhead_line(prof)
+    if overhead is not None:
+        lines.extend(_wrapped("", f"{overhead[0].upper()}{overhead[1:]}.", WIDTH))
     if not sites:
         return "\n".join(lines)
     lines.append("")
@@ -405,7 +430,7 @@ def format_text(
             _seconds(site.seconds),
             _seconds(site.per_check),
             first,
-            _percent(site.seconds, wall),
+            _percent(site.seconds, base),
             site.when,
         )
         label = _fit(_label(site), WIDTH - len(indent))
@@ -459,7 +484,8 @@ def format_text(
             "",
             "(per check: the steady state; first call: the first check of each "
             "checked function, with the checker's one-time setup; share: of the wall "
-            "time; this process only: the processes it starts are not watched"
+            "time less the profiler's own, as estimated; this process only: the "
+            "processes it starts are not watched"
             f"{unwatched})",
         )
     )
@@ -475,11 +501,14 @@ def _tests(prof: Totals) -> list[tuple[str, float]]:
 
 
 def to_dict(prof: Totals) -> dict[str, Any]:
-    wall = prof.wall_seconds
+    base = prof.unprofiled_seconds
     return {
         "program": prof.program,
         "python": ".".join(map(str, sys.version_info[:3])),
-        "wall_seconds": wall,
+        "wall_seconds": prof.wall_seconds,
+        "profiler_seconds": prof.profiler_seconds,
+        "unprofiled_seconds": base,
+        "overhead": prof.overhead,
         "check_seconds": prof.check_seconds,
         "removable_seconds": removable_seconds(prof),
         "headline": headline(prof),
@@ -500,7 +529,7 @@ def to_dict(prof: Totals) -> dict[str, Any]:
                 "per_check_seconds": site.per_check,
                 "first_calls": site.first_calls,
                 "setup_seconds": site.setup_seconds,
-                "share": site.seconds / wall if wall > 0 else 0.0,
+                "share": site.seconds / base if base > 0 else 0.0,
                 "fix": fix(site, prof.program),
                 "scan": scan_says(site),
                 "threads": sorted(site.threads),
