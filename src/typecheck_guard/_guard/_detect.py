@@ -454,7 +454,11 @@ def _function_of(frame: FrameType | None) -> str:
 def _dataclass_init(frame: FrameType) -> str | None:
     """`Cls.__init__` when this check is jaxtyping < 0.3's check of a dataclass's
     fields: it runs after `__init__`, through a function it generates per
-    construction and names after the class (`_check_dataclass_annotations`)."""
+    construction and names after the class (`_check_dataclass_annotations`).
+    jaxtyping 0.3 has no such function: then no stack to walk, on every check."""
+    decorator = sys.modules.get("jaxtyping._decorator")
+    if decorator is None or not hasattr(decorator, "_check_dataclass_annotations"):
+        return None
     caller = frame.f_back
     for _ in range(4):
         if caller is None:

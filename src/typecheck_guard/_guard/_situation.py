@@ -96,12 +96,48 @@ def register_jitted(code: CodeType, what: str) -> None:
     """`code` is the `__call__` of a wrapper around a jitted callable, whose `self`
     names it (`_jitwrap.Jitted`: "jitted")."""
     _jitted_codes[id(code)] = (code, what)
+    _marks.pop(id(code), None)
 
 
 def register_callback(code: CodeType) -> None:
     """`code` runs a host callback, with `primitive` and `callback` in its locals
     (`_watch.watch_callback`)."""
     _callback_codes[id(code)] = code
+    _marks.pop(id(code), None)
+
+
+# What a frame of each code object tells `situation`, by the code's id: nothing (0,
+# nearly every frame of a stack), one of our jitted-call wrappers, the host-callback
+# trampoline, a module where JAX runs host callbacks, or one of the functions of a
+# jitted call's first run (`_ONCE_PER_COMPILATION`). Read once per code object, so
+# that walking a stack costs one lookup a frame: under jaxtyping's import hook in a
+# test suite every call is a check, 60 frames or more above the test runner's. The
+# values' codes are kept in `_marked`, so that their ids stay theirs.
+_JITTED, _CALLBACK, _IN_CALLBACK_FILE, _COMPILING = 1, 2, 3, 4
+_marks: dict[int, int] = {}
+_marked: dict[int, CodeType] = {}
+_MAX_MARKS: Final = 100_000
+
+
+def _mark(code: CodeType, dirs: _Dirs) -> int:
+    if id(code) in _jitted_codes:
+        mark = _JITTED
+    elif id(code) in _callback_codes:
+        mark = _CALLBACK
+    elif code.co_filename in dirs.callback_files:
+        mark = _IN_CALLBACK_FILE
+    elif code.co_name in _ONCE_PER_COMPILATION and code.co_filename.startswith(
+        dirs.jax
+    ):
+        mark = _COMPILING
+    else:
+        mark = 0
+    if len(_marks) >= _MAX_MARKS:  # a program that makes code without end
+        _marks.clear()
+        _marked.clear()
+    _marks[id(code)] = mark
+    _marked[id(code)] = code
+    return mark
 
 
 class _Dirs(NamedTuple):
@@ -217,6 +253,9 @@ def outside_checkers(frame: FrameType | None) -> FrameType | None:
 # the registry grows.
 _unflatten_codes: dict[int, CodeType] = {}  # by id, as above
 _registry_seen = -1
+# JAX's registry of custom nodes (the dict itself), once JAX is imported: read on
+# every check the profiler files, so not imported again each time.
+_registry: dict[type, Any] | None = None
 
 
 def _innermost_code(fn: Any) -> CodeType | None:
@@ -235,12 +274,16 @@ def _innermost_code(fn: Any) -> CodeType | None:
 def registered_unflatten(code: CodeType) -> bool:
     """Whether `code` is a registered class's Python unflatten function (under its
     checker layers)."""
-    global _registry_seen
-    if "jax" not in sys.modules:  # nothing is registered, and we import nothing
-        return False
-    from .._compat._jax import registry, registry_items
+    global _registry_seen, _registry
+    if _registry is None:
+        if "jax" not in sys.modules:  # nothing is registered, and we import nothing
+            return False
+        from .._compat._jax import registry
 
-    if len(registry()) != _registry_seen:
+        _registry = registry()
+    if len(_registry) != _registry_seen:
+        from .._compat._jax import registry_items
+
         items = registry_items()
         for _, entry in items:
             found = _innermost_code(getattr(entry, "from_iter", None))
@@ -358,23 +401,24 @@ def situation(
     in_callback = False
     compiling = False
     f = frame.f_back
+    marks = _marks
     while f is not None:
         code = f.f_code
-        known = _jitted_codes.get(id(code))
-        if known is not None:
-            jitted = (f, known[1])  # keep walking: the outermost one is the user's
-        elif id(code) in _callback_codes:
-            if callback is None:
-                callback = f
-            in_callback = True
-        elif code.co_filename in dirs.callback_files:
-            in_callback = True
-        elif (
-            jitted is None
-            and code.co_name in _ONCE_PER_COMPILATION
-            and code.co_filename.startswith(dirs.jax)
-        ):
-            compiling = True
+        mark = marks.get(id(code))
+        if mark is None:
+            mark = _mark(code, dirs)
+        if mark:
+            if mark == _JITTED:
+                # Keep walking: the outermost one is the user's.
+                jitted = (f, _jitted_codes[id(code)][1])
+            elif mark == _CALLBACK:
+                if callback is None:
+                    callback = f
+                in_callback = True
+            elif mark == _IN_CALLBACK_FILE:
+                in_callback = True
+            elif jitted is None:
+                compiling = True
         f = f.f_back
     caller = caller_of(frame, what)
     rebuild = is_rebuild(cls, what, caller, body)
