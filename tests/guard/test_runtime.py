@@ -244,6 +244,42 @@ def test_unflatten_safe_passes(typecheck):
 
 
 @allow_checks
+@pytest.mark.parametrize("level", ["allow", "log", "disallow"])
+def test_watching_changes_no_check_in_an_unflatten_safe_block(typecheck, level):
+    # The guard's wrapper only watches: a jitted call made in a `with
+    # unflatten_safe()` block is rebuilt as without the guard (through the verdict
+    # cache, which checks every signature it has no passed verdict for), not as one
+    # made through `unflatten_safe(jitted)`. Here the jitted function returns a
+    # state rebuilt with a leaf of the wrong shape (a tree operation in traced code,
+    # which the block does not check): each cache-hit call's rebuild raises, at
+    # every level of the guard.
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class State:
+        w: Float[Array, "3"]
+
+    step = jax.jit(lambda s: jax.tree.unflatten(jax.tree.structure(s), [jnp.ones(4)]))
+    state = State(jnp.ones(3))
+    with typecheck_guard.unflatten_safe():
+        try:
+            step(state)  # traced and compiled
+        except typecheck.errors:
+            pass
+    outcomes = []
+    for _ in range(2):
+        try:
+            with (
+                typecheck_guard.runtime_checks(level),
+                typecheck_guard.unflatten_safe(),
+            ):
+                step(state)
+            outcomes.append("ok")
+        except typecheck.errors:
+            outcomes.append("raised")
+    assert outcomes == ["raised", "raised"]
+
+
+@allow_checks
 def test_a_verdicts_first_check_in_a_cached_call_is_not_flagged(typecheck):
     # A class whose unflatten builds it through a helper of its own is rebuilt by
     # row 7 of `unflatten_safe`: the first signature it sees is checked on purpose

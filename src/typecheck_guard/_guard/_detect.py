@@ -365,10 +365,56 @@ def _package_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def _checker_package_dirs() -> tuple[str, ...]:
+    dirs: list[str] = []
+    for name in ("jaxtyping", "beartype", "typeguard"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
+    return tuple(dirs)
+
+
+# (By path: the cache's module imports jax, and this one must not.)
+_OURS: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PYTREE_CACHE_FILE: Final = os.path.join(_OURS, "_cache", "_pytree.py")
+_JAXTYPING_COMPAT_FILE: Final = os.path.join(_OURS, "_compat", "_jaxtyping.py")
+_checker_dirs: tuple[str, ...] = ()
+
+
+def no_check_of_the_programs(frame: FrameType) -> bool:
+    """Whether the `isinstance(x, PyTree[...])` starting at `frame` (outside any
+    check) is not one of the program's checks: a checker probing a hint while it
+    decorates (beartype asks `isinstance(None, hint)` to see whether the hint is
+    isinstanceable), or the one-time canary check through which `typecheck_guard`
+    verifies the jaxtyping internals its PyTree cache models. The profiler counts
+    the first kind apart (`setup`); neither is a check the program runs."""
+    if in_canary(frame):
+        return True
+    caller = frame.f_back
+    while caller is not None and caller.f_code.co_filename == _PYTREE_CACHE_FILE:
+        caller = caller.f_back
+    return caller is not None and caller.f_code.co_filename.startswith(_checker_dirs)
+
+
+def in_canary(frame: FrameType) -> bool:
+    """Whether the check starting at `frame` is part of `typecheck_guard`'s canary
+    (`_compat/_jaxtyping._canary`, run once per process): its own frame is a few
+    frames up, with jaxtyping's between."""
+    caller = frame.f_back
+    for _ in range(6):
+        if caller is None:
+            return False
+        if caller.f_code.co_filename == _JAXTYPING_COMPAT_FILE:
+            return True
+        caller = caller.f_back
+    return False
+
+
 def prepare() -> None:
     """Start afresh: no library's checker code known yet (`PREPARE` reads each, as
     it is imported). Called when the guard is switched on; imports nothing."""
     global _is_tracing, _library_dirs, _guard_code, _typeguard_suppression
+    global _checker_dirs
     global _pytree_meta
     from .._unflatten import _guards
 
@@ -376,6 +422,7 @@ def prepare() -> None:
     _typeguard_suppression = None
     _is_tracing = None
     _library_dirs = _package_dirs()
+    _checker_dirs = _checker_package_dirs()
     _known.clear()
     _instancecheck_owners.clear()
     _instancecheck_files.clear()

@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from .._compat._importhook import after_import
 from .._errors import PRIVATE_API_CHANGED
+from .._unflatten._frames import register_through
 from . import _callbacks, _detect, _entries, _situation, _tracing, _watch
 
 __all__ = ["Jitted", "acquire", "release", "active"]
@@ -103,6 +104,7 @@ class Jitted:
             except AttributeError:
                 pass
 
+    @register_through
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         return _watch.watch(self, sys._getframe(1), args, kwargs)

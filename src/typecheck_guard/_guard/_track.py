@@ -312,6 +312,8 @@ class Window(Tracker):
         is_tracing = _detect._is_tracing
         if is_tracing is not None and is_tracing():
             return None  # never flagged: everything below is traced too
+        if kind == _detect._ISINSTANCE and _detect.no_check_of_the_programs(frame):
+            return Open(frame, "", ignore=True)
         if self.callback:
             # Every check in a host callback is a "callback" check: nothing to look
             # up around it, and a callback may run often (a progress meter). What

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from .._unflatten._frames import register_dispatch
+from .._unflatten._frames import register_dispatch, register_through
 from .._unflatten._guards import blocker
 from . import _detect, _entries, _situation, _tracing
 from ._detect import Check
@@ -238,6 +238,7 @@ def remove_sink(sink: Callable[[Tally], bool]) -> None:
 
 # The frame that calls a jitted function's C++ dispatch: a constructor it reaches
 # directly is an unflatten of that call's inputs or outputs (`_unflatten/_frames.py`).
+@register_through
 @register_dispatch
 def watch(
     jitted: Any, caller: Any, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -286,28 +286,39 @@ class Totals:
         return self._wall
 
     @property
-    def profiler_seconds(self) -> float:
-        """An estimate of the profiler's own share of `wall_seconds`: the time
-        spent in its own work (measured where a check starts and ends) and in the
-        calls the interpreter makes to it (counted, times a cost per call measured
-        when it starts). At most `wall_seconds - check_seconds`."""
+    def estimated_profiler_seconds(self) -> float:
+        """The profiler's own time, as estimated: the time spent in its own work
+        (measured where a check starts and ends) and in the calls the interpreter
+        makes to it (counted, times a cost per call measured when it starts)."""
         seconds = self._profiler
         meter = self._meter
         if meter is not None:
             seconds += meter[0](meter[1])
-        return min(max(seconds, 0.0), max(self.wall_seconds - self.check_seconds, 0.0))
+        return max(seconds, 0.0)
+
+    @property
+    def profiler_seconds(self) -> float:
+        """The profiler's own share of `wall_seconds` the report takes off:
+        `estimated_profiler_seconds`, or 0.0 when that estimate is not below the
+        time the run spent outside checks (`wall_seconds - check_seconds`), where it
+        can't be told apart from the run's own (a block a few microseconds long,
+        or a loop of nothing but checks): the report then says so and its
+        percentages are of the measured wall time."""
+        estimate = self.estimated_profiler_seconds
+        return estimate if estimate < self.wall_seconds - self.check_seconds else 0.0
 
     @property
     def unprofiled_seconds(self) -> float:
         """An estimate of the wall time the run would have taken without the
-        profiler: `wall_seconds - profiler_seconds`. The report's shares and its
+        profiler: `wall_seconds - profiler_seconds`, more than `check_seconds`
+        whenever a profiler's cost is taken off. The report's shares and its
         headline percentage are of this."""
         return self.wall_seconds - self.profiler_seconds
 
     @property
     def overhead(self) -> float:
         """How much slower profiling made the run, by the estimate:
-        `wall_seconds / unprofiled_seconds` (1.0: no slower)."""
+        `wall_seconds / unprofiled_seconds` (1.0: no slower, or not told apart)."""
         base = self.unprofiled_seconds
         return self.wall_seconds / base if base > 0 else 1.0
 

@@ -817,6 +817,8 @@ class _Thread(Tracker):
         # jaxtyping's `__instancecheck__`: the checker is the caller.
         while caller is not None and caller.f_code.co_filename == _PYTREE_CACHE_FILE:
             caller = caller.f_back
+        if kind == _detect._ISINSTANCE and _detect.in_canary(frame):
+            return None  # ours, once per process: no check of the program's
         if (
             kind == _detect._ISINSTANCE
             and caller is not None

@@ -291,6 +291,15 @@ def overhead_line(prof: Totals) -> str | None:
     times slower (by `Totals.profiler_seconds`, an estimate), and what the shares
     are of; `None` below that."""
     overhead = prof.overhead
+    if prof.profiler_seconds == 0.0 and prof.estimated_profiler_seconds > (
+        SHOWN_OVERHEAD - 1
+    ) * max(prof.wall_seconds - prof.estimated_profiler_seconds, 0.0):
+        return (
+            "the profiler's own cost could not be told apart from the run's (its "
+            f"estimate, {_seconds(prof.estimated_profiler_seconds)}, is not below the "
+            f"{_seconds(max(prof.wall_seconds - prof.check_seconds, 0.0))} spent "
+            "outside checks); the percentages are of the measured wall time"
+        )
     if overhead <= SHOWN_OVERHEAD:
         return None
     return (
@@ -507,6 +516,7 @@ def to_dict(prof: Totals) -> dict[str, Any]:
         "python": ".".join(map(str, sys.version_info[:3])),
         "wall_seconds": prof.wall_seconds,
         "profiler_seconds": prof.profiler_seconds,
+        "estimated_profiler_seconds": prof.estimated_profiler_seconds,
         "unprofiled_seconds": base,
         "overhead": prof.overhead,
         "check_seconds": prof.check_seconds,

@@ -38,7 +38,15 @@ import sys
 from types import CodeType
 from typing import Any, Final
 
-__all__ = ["DISPATCH", "NONE", "TREE", "kind", "register_dispatch"]
+__all__ = [
+    "DISPATCH",
+    "NONE",
+    "TREE",
+    "kind",
+    "register_dispatch",
+    "register_through",
+    "through",
+]
 
 NONE: Final = 0
 TREE: Final = 1
@@ -85,6 +93,26 @@ _dispatch_codes: set[CodeType] = set()
 # code, so that its id stays its own.
 _kinds: dict[int, tuple[CodeType, int]] = {}
 _tree_files: tuple[str, ...] | None = None
+
+
+# The runtime guard's frames around a jitted call it watches (its wrapper's `__call__`
+# and `_watch.watch`): they only watch, so for what a construction *is* they are
+# transparent, and the frame that called the guard's wrapper is the one that
+# counts. (Without it, a jitted call made in a `with unflatten_safe()` block while
+# the guard watches would look like one made through `unflatten_safe(jitted)`, and
+# watching would change which checks run.) By id, holding the codes.
+_through: dict[int, CodeType] = {}
+
+
+def register_through(fn: Any) -> Any:
+    """Mark `fn`'s frame as one to look through (the runtime guard's)."""
+    _through[id(fn.__code__)] = fn.__code__
+    return fn
+
+
+def through(code: CodeType) -> bool:
+    """Whether a frame running `code` is one of the runtime guard's own."""
+    return id(code) in _through
 
 
 def register_dispatch(fn: Any) -> Any:
