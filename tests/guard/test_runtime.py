@@ -960,6 +960,34 @@ def test_a_host_callbacks_own_code_runs_unwatched(
     assert site.kind == "callback" and count == 12
 
 
+def test_what_no_program_checks_is_not_counted_in_a_callback(sink):
+    # Inside a host callback, two `isinstance(x, PyTree[...])` runs are no checks
+    # of the program's: a checker probing a hint while it decorates a function
+    # (beartype asks `isinstance(None, hint)`), and the one-time canary through
+    # which typecheck_guard verifies the jaxtyping internals its PyTree cache
+    # models. Neither is counted, and `callbacks=True` raises for neither.
+    from typecheck_guard._compat import _jaxtyping
+
+    internals = _jaxtyping.load()
+    from jaxtyping import _storage
+
+    def decorate_only(x):
+        @jaxtyped(typechecker=beartype)
+        def never_called(y: Float[ArrayLike, " n"]) -> Float[ArrayLike, " n"]:
+            return y
+
+        _jaxtyping._canary(internals, _storage)
+
+    step = _in_a_loop("jax.pure_callback", decorate_only, times=2)
+    x = step(jnp.zeros(()))
+    jax.effects_barrier()
+    sink.clear()
+    with typecheck_guard.runtime_checks("disallow", callbacks=True):
+        step(x)
+        jax.effects_barrier()
+    assert _totals(sink) == {}
+
+
 # The reported time is the checker's own: a fake clock that only the checked
 # function's body advances must show zero.
 
