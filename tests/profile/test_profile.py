@@ -1372,3 +1372,36 @@ def test_profile_calibrates_each_backend_once():
     assert 0 < max(rate) < 1e-3
     with typecheck_guard.profile():
         assert _engine._rate is rate
+
+
+@pytest.mark.parametrize("every_checker", [False, True])
+def test_profiling_changes_no_verdict(typecheck, every_checker):
+    # The profiler's stand-ins for jaxtyping's PyTree check are not what
+    # `unflatten_safe`'s verdict cache models: read while they are in place, the
+    # cache still works, so a construction repeated in a block is checked once,
+    # profiled or not.
+    from typecheck_guard._compat import _jaxtyping
+
+    def calls(profiled: bool) -> int:
+        @jaxtyped(typechecker=typecheck)
+        @struct.dataclass
+        class State:
+            w: Float[Array, " n"]
+
+        def run() -> None:
+            _jaxtyping.load.cache_clear()
+            typecheck.reset()
+            with typecheck_guard.unflatten_safe():
+                for _ in range(3):
+                    State(jnp.ones(3))
+
+        if profiled:
+            with typecheck_guard.profile(every_checker=every_checker):
+                run()
+        else:
+            run()
+        return typecheck.calls
+
+    plain = calls(profiled=False)
+    assert plain > 0
+    assert calls(profiled=True) == plain

@@ -93,6 +93,12 @@ def _changed(found: str, what: str) -> Unsupported:
     )
 
 
+def _unwrapped(method: Any) -> Any:
+    """`method`, or what it stands in for when it is a stand-in of ours."""
+    unwrap = getattr(method, "__typecheck_guard_unwrap__", None)
+    return unwrap() if unwrap is not None else method
+
+
 @functools.cache
 def load() -> Jaxtyping:
     """Resolve and check jaxtyping's internals; raise `RuntimeError` naming the
@@ -107,7 +113,9 @@ def load() -> Jaxtyping:
         from jaxtyping import _array_types, _pytree_type, _storage
 
         meta_pytree = _pytree_type._MetaPyTree
-        instancecheck = meta_pytree.__dict__["__instancecheck__"]
+        # Through the profiler's stand-ins (`_profile/_engine.py`), which may be in
+        # place when this first runs: what we model is jaxtyping's own.
+        instancecheck = _unwrapped(meta_pytree.__dict__["__instancecheck__"])
         meta_array = _array_types._MetaAbstractArray
         internals = Jaxtyping(
             version=found,
@@ -131,7 +139,7 @@ def load() -> Jaxtyping:
         # `_check` is where the instance check reads its memo; a `PyTree` that no
         # longer goes through it would make our model of its reads meaningless.
         check_params = tuple(
-            inspect.signature(meta_pytree.__dict__["_check"]).parameters
+            inspect.signature(_unwrapped(meta_pytree.__dict__["_check"])).parameters
         )
         params = tuple(inspect.signature(instancecheck).parameters)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError) as e:

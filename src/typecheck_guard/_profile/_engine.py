@@ -668,6 +668,15 @@ def _instancecheck(cls: Any, instance: Any) -> Any:
     return out
 
 
+def _original() -> Any:
+    return _original_check[1] if _original_check is not None else None
+
+
+# What `_compat._jaxtyping.load` models is jaxtyping's own method, not ours.
+_quiet_check.__typecheck_guard_unwrap__ = _original  # type: ignore[attr-defined]
+_instancecheck.__typecheck_guard_unwrap__ = _original  # type: ignore[attr-defined]
+
+
 def _patch_check() -> None:
     """The profile-function backend: `_quiet_check` in place of `_MetaPyTree._check`;
     the hooks backend: `_instancecheck` in place of its `__instancecheck__`."""
