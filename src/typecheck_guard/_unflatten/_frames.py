@@ -21,9 +21,10 @@ Two kinds of frame count:
 - `DISPATCH`: a frame that calls a jitted function's C++ dispatch and nothing else
   of the user's: our `unflatten_safe(jitted)` wrapper and the runtime guard's
   (registered with `register_dispatch`), Equinox's `filter_jit` call path
-  (`equinox._jit._call`), Flax NNX's (`flax.nnx.transforms.compilation.JitWrapped
-  .__call__`) and, from jax 0.9 on, `jax.pmap`'s Python wrapper (`jax._src.pmap`'s
-  `wrapped`). None of them calls user code: they prepare arguments and call the
+  (`equinox._jit._call`, in older releases `_JitWrapper._call`), Flax NNX's
+  (`flax.nnx.transforms.compilation.JitWrapped.__call__`, in older releases the
+  `jit_wrapper` closure of `jit`) and, from jax 0.9 on, `jax.pmap`'s Python
+  wrapper (`jax._src.pmap`'s `wrapped`). None of them calls user code: they prepare arguments and call the
   jitted function, and the user's function runs deeper, while tracing.
 
 We rejected reading the caller's bytecode to see which call it is making: it is
@@ -61,6 +62,7 @@ _CALLS_USER_CODE: Final = frozenset(
 # module is imported: (module, attribute path).
 _LIBRARY_DISPATCH: Final = (
     ("equinox._jit", "_call"),
+    ("equinox._jit", "_JitWrapper._call"),  # older releases (0.11.5)
     ("flax.nnx.transforms.compilation", "JitWrapped.__call__"),
 )
 # `jax._src.stages`: the AOT objects rebuild the arguments' and outputs' trees with
@@ -84,8 +86,13 @@ _STAGES_TREE_CODE: Final = frozenset(
         "output_layouts",
     }
 )
-# A closure has no attribute path: `jax.pmap`'s wrapper, by (file, function name).
-_PMAP: Final = (os.path.join("jax", "_src", "pmap.py"), "wrapped")
+# A closure has no attribute path: by (file, function name), `jax.pmap`'s wrapper and
+# Flax NNX's `jit` wrapper before `JitWrapped` (flax 0.10.0), which calls the
+# jitted function between `extract.to_tree` and `extract.from_tree`.
+_CLOSURE_DISPATCH: Final = (
+    (os.path.join("jax", "_src", "pmap.py"), "wrapped"),
+    (os.path.join("flax", "nnx", "transforms", "compilation.py"), "jit_wrapper"),
+)
 
 _dispatch_codes: set[CodeType] = set()
 # id(code) -> (code, kind): by id, as a code object hashes its whole contents on
@@ -151,8 +158,9 @@ def _classify(code: CodeType) -> int:
         if name.startswith("<") or name in _CALLS_USER_CODE:
             return NONE
         return TREE
-    if name == _PMAP[1] and filename.endswith(_PMAP[0]):
-        return DISPATCH
+    for path, function in _CLOSURE_DISPATCH:
+        if name == function and filename.endswith(path):
+            return DISPATCH
     for module, path in _LIBRARY_DISPATCH:
         obj: Any = sys.modules.get(module)
         for attribute in path.split("."):
