@@ -343,42 +343,32 @@ def _new_style_wrapper(code: CodeType) -> CodeType | None:
     return None
 
 
-def _package_dirs() -> tuple[str, ...]:
-    # typecheck_guard itself: the package directory, one above this sub-package.
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    dirs = [os.path.join(package, "")]
-    # The checkers too: a jitted function called from a checked function's body is
-    # called from jaxtyping's wrapper (`out = fn(*args, **kwargs)`), whose line is
-    # no call site of the user's.
-    for name in (
-        "jax",
-        "jaxlib",
-        "equinox",
-        "flax",
-        "jaxtyping",
-        "beartype",
-        "typeguard",
-    ):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            dirs.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
-    return tuple(dirs)
-
-
-def _checker_package_dirs() -> tuple[str, ...]:
+def package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The directories of the packages `names` (found without importing them)."""
     dirs: list[str] = []
-    for name in ("jaxtyping", "beartype", "typeguard"):
+    for name in names:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             dirs.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
     return tuple(dirs)
 
 
+CHECKERS: Final = ("jaxtyping", "beartype", "typeguard")
 # (By path: the cache's module imports jax, and this one must not.)
 _OURS: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PYTREE_CACHE_FILE: Final = os.path.join(_OURS, "_cache", "_pytree.py")
 _JAXTYPING_COMPAT_FILE: Final = os.path.join(_OURS, "_compat", "_jaxtyping.py")
 _checker_dirs: tuple[str, ...] = ()
+
+
+def _package_dirs() -> tuple[str, ...]:
+    # typecheck_guard itself, and the checkers too: a jitted function called from a
+    # checked function's body is called from jaxtyping's wrapper (`out = fn(*args,
+    # **kwargs)`), whose line is no call site of the user's.
+    return (
+        os.path.join(_OURS, ""),
+        *package_dirs(("jax", "jaxlib", "equinox", "flax", *CHECKERS)),
+    )
 
 
 def no_check_of_the_programs(frame: FrameType) -> bool:
@@ -388,8 +378,14 @@ def no_check_of_the_programs(frame: FrameType) -> bool:
     isinstanceable), or the one-time canary check through which `typecheck_guard`
     verifies the jaxtyping internals its PyTree cache models. The profiler counts
     the first kind apart (`setup`); neither is a check the program runs."""
-    if in_canary(frame):
-        return True
+    return in_canary(frame) or probed_by_checker(frame)
+
+
+def probed_by_checker(frame: FrameType) -> bool:
+    """Whether the `isinstance(x, PyTree[...])` starting at `frame` (outside any
+    check) is called by a checker's own code: a probe while it decorates. The PyTree
+    cache (`_cache/_pytree.py`) stands between a checker and jaxtyping's
+    `__instancecheck__`: the checker is its caller."""
     caller = frame.f_back
     while caller is not None and caller.f_code.co_filename == _PYTREE_CACHE_FILE:
         caller = caller.f_back
@@ -422,7 +418,7 @@ def prepare() -> None:
     _typeguard_suppression = None
     _is_tracing = None
     _library_dirs = _package_dirs()
-    _checker_dirs = _checker_package_dirs()
+    _checker_dirs = package_dirs(CHECKERS)
     _known.clear()
     _instancecheck_owners.clear()
     _instancecheck_files.clear()

@@ -146,17 +146,6 @@ class _Dirs(NamedTuple):
     callback_files: frozenset[str]
 
 
-def _package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
-    import importlib.util
-
-    out = []
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            out.extend(os.path.join(p, "") for p in spec.submodule_search_locations)
-    return tuple(out)
-
-
 @functools.cache
 def _dirs() -> _Dirs:
     import importlib.util
@@ -177,8 +166,8 @@ def _dirs() -> _Dirs:
         for name in ("callback.py", "debugging.py")
     ]
     return _Dirs(
-        skip=(*_package_dirs(("jaxtyping", "beartype", "typeguard")), ours),
-        jax=_package_dirs(("jax", "jaxlib")),
+        skip=(*_detect.package_dirs(_detect.CHECKERS), ours),
+        jax=_detect.package_dirs(("jax", "jaxlib")),
         callback_files=frozenset(files),
     )
 

@@ -105,6 +105,21 @@ class Open:
         """The exception being handled where such a check started."""
 
 
+def open_described(
+    frame: FrameType, described: _detect.Described, code: CodeType | None, data: Any
+) -> Open:
+    """The `Open` of a check that starts at `frame` and checks `described`, whose
+    body runs `code`."""
+    return Open(
+        frame,
+        described.checker,
+        code,
+        static=described.static,
+        pytree=described.pytree,
+        data=data,
+    )
+
+
 class Tracker:
     """The open checks of one thread (or one watched call). Subclasses decide what a
     check is (`open`) and what to do with a finished one (`finish`)."""
@@ -269,6 +284,12 @@ _UNKNOWN: Final = object()
 _IN_CALLBACK: Final = _situation.Situation("callback", None, False)
 
 
+def _known_in_callback(fn: Any) -> tuple[Any, ...] | None:
+    """`_in_callbacks`'s entry for `fn`, if it is `fn`'s (not a dead one's)."""
+    known = _in_callbacks.get(id(fn))
+    return known if known is not None and known[0]() is fn else None
+
+
 def _remember_in_callback(fn: Any, described: _detect.Described) -> None:
     body = described.body
     try:
@@ -282,6 +303,15 @@ def _remember_in_callback(fn: Any, described: _detect.Described) -> None:
         described._replace(frame_locals={}, body=None),
         body.__code__ if body is fn else None,
         import_hook_of(getattr(body, "__module__", None)),
+    )
+
+
+def _seen_in_callback(frame: FrameType, known: tuple[Any, ...]) -> Open:
+    """The check at `frame` of a function whose entry in `_in_callbacks` is
+    `known`: not its first check (that one made the entry)."""
+    _, described, code, hook = known
+    return open_described(
+        frame, described, code, (described, _IN_CALLBACK, False, None, hook)
     )
 
 
@@ -344,13 +374,8 @@ class Window(Tracker):
         if code is not None and _detect.kind_of(code) != _detect._BODY:
             _detect._watch_body(code)
         first = _detect._first(described.checked, body)
-        return Open(
-            frame,
-            described.checker,
-            code,
-            static=described.static,
-            pytree=described.pytree,
-            data=(described, situation, first, cls, _UNKNOWN),
+        return open_described(
+            frame, described, code, (described, situation, first, cls, _UNKNOWN)
         )
 
     def push_known(self, frame: FrameType, local: dict[str, Any], body: Any) -> bool:
@@ -364,11 +389,10 @@ class Window(Tracker):
         stack = self._stack
         if not self.callback or (stack and stack[-1].in_body is None):
             return False
-        fn = local.get("fn")
-        known = _in_callbacks.get(id(fn))
-        if known is None or known[0]() is not fn or "wrapped_fn_impl" not in local:
+        known = _known_in_callback(local.get("fn"))
+        if known is None or "wrapped_fn_impl" not in local:
             return False
-        _, described, code, hook = known
+        code = known[2]
         if code is not None and _detect._kinds.get(id(code)) != _detect._BODY:
             return False
         # (jaxtyping's wrapper calls `push_shape_memo` only once it tested its
@@ -376,14 +400,7 @@ class Window(Tracker):
         is_tracing = _detect._is_tracing
         if is_tracing is not None and is_tracing():
             return False
-        check = Open(
-            frame,
-            described.checker,
-            code,
-            static=described.static,
-            pytree=described.pytree,
-            data=(described, _IN_CALLBACK, False, None, hook),
-        )
+        check = _seen_in_callback(frame, known)
         check.body_fn = body
         check.handled = sys.exc_info()[1]
         if not stack:
@@ -407,20 +424,12 @@ class Window(Tracker):
             return self._opened(frame, described, _IN_CALLBACK, None)
         if _detect._jaxtyping_switched_off(local):
             return None
-        known = _in_callbacks.get(id(fn))
-        if known is not None and known[0]() is fn:
-            _, described, code, hook = known
+        known = _known_in_callback(fn)
+        if known is not None:
+            code = known[2]
             if code is not None and _detect.kind_of(code) != _detect._BODY:
                 _detect._watch_body(code)  # the guard restarted meanwhile
-            # Not the first check of `fn`: that one made the entry.
-            return Open(
-                frame,
-                described.checker,
-                code,
-                static=described.static,
-                pytree=described.pytree,
-                data=(described, _IN_CALLBACK, False, None, hook),
-            )
+            return _seen_in_callback(frame, known)
         described = _detect.describe(frame, kind)
         if described is None:
             return None

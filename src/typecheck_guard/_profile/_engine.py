@@ -52,7 +52,6 @@ import atexit
 import contextlib
 import inspect
 import operator
-import os
 import sys
 import threading
 import weakref
@@ -62,7 +61,7 @@ from typing import Any, Final
 from .._compat._importhook import after_import
 from .._guard import _callee, _detect, _situation
 from .._guard._monitoring import Monitor
-from .._guard._track import Open, Tracker, import_hook_of, raised
+from .._guard._track import Open, Tracker, import_hook_of, open_described, raised
 from ._data import Record, Totals
 
 __all__ = ["attach", "detach"]
@@ -76,16 +75,14 @@ __all__ = ["attach", "detach"]
 # checker event on 3.12. `_codes` holds each one, so that its id stays its own.
 _kinds: dict[int, int] = {}
 _codes: dict[int, CodeType] = {}
-_checker_dirs: tuple[str, ...] = ()
 # The `sys.monitoring` backend: ids of code objects that answered `DISABLE` (plain,
 # as far as we knew then). A body first seen later must have its events restarted.
 _disabled: set[int] = set()
 
 
 def _prepare() -> None:
-    global _checker_dirs
-    # (The guard, switched on first, reads each checker's code as it is imported.)
-    _checker_dirs = _situation._package_dirs(("jaxtyping", "beartype", "typeguard"))
+    # (The guard, switched on first, reads each checker's code as it is imported,
+    # and where the checkers are: `_detect.probed_by_checker`.)
     _clear_kinds()
     _disabled.clear()
 
@@ -768,10 +765,6 @@ class _Data:
         self.handled = handled
 
 
-# (By path: the cache's module imports jax, and this one must not.)
-_PYTREE_CACHE_FILE = os.path.join(
-    os.path.dirname(os.path.dirname(__file__)), "_cache", "_pytree.py"
-)
 _PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
 
 
@@ -821,18 +814,9 @@ class _Thread(Tracker):
             _spent[0] += _detect._clock() - start
 
     def _open(self, frame: FrameType, kind: int) -> Open | None:
-        caller = frame.f_back
-        # The PyTree cache (`_cache/_pytree.py`) stands between a checker and
-        # jaxtyping's `__instancecheck__`: the checker is the caller.
-        while caller is not None and caller.f_code.co_filename == _PYTREE_CACHE_FILE:
-            caller = caller.f_back
         if kind == _detect._ISINSTANCE and _detect.in_canary(frame):
             return None  # ours, once per process: no check of the program's
-        if (
-            kind == _detect._ISINSTANCE
-            and caller is not None
-            and caller.f_code.co_filename.startswith(_checker_dirs)
-        ):
+        if kind == _detect._ISINSTANCE and _detect.probed_by_checker(frame):
             # A checker probing a hint while it decorates (beartype asks
             # `isinstance(None, hint)` to see whether the hint is isinstanceable):
             # counted apart, not timed (following it would make every later
@@ -853,13 +837,8 @@ class _Thread(Tracker):
         code = body.__code__ if body is not None else None
         if code is not None:
             _watch_body(code)
-        return Open(
-            frame,
-            described.checker,
-            code,
-            static=described.static,
-            pytree=described.pytree,
-            data=_Data(described, situation, cls, sys.exc_info()[1]),
+        return open_described(
+            frame, described, code, _Data(described, situation, cls, sys.exc_info()[1])
         )
 
     def opened(self, check: Open) -> None:
