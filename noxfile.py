@@ -77,7 +77,18 @@ def oldest_pins() -> list[str]:
 
 def _pytest(session: nox.Session, *args: str) -> None:
     session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
-    session.run("python", "-m", "pytest", "-q", *args, *session.posargs)
+    # On pytest-xdist workers, as `scripts/test.sh` runs the suite.
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-n",
+        "auto",
+        "--maxprocesses=4",
+        *args,
+        *session.posargs,
+    )
 
 
 def _tests(session: nox.Session) -> None:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up a virtual environment from the package registry and run the whole test
-# suite. Usage: bash scripts/test.sh [extra pytest args]
+# suite, on as many pytest-xdist workers as the machine has cores (at most 4; most
+# tests start a Python that imports JAX, so they run side by side well).
+# Usage: bash scripts/test.sh [extra pytest args]   (`-n 0`: in one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -10,4 +12,4 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -e '.[test]'
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest -n auto --maxprocesses=4 "$@"
