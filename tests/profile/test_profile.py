@@ -895,6 +895,70 @@ def test_the_guard_and_the_profile_count_the_same(typecheck):
     assert profiled == {"dispatch": N_CALLS, "callback": N_CALLS}
 
 
+@pytest.mark.allow_runtime_typechecks
+def test_a_check_unflatten_safe_runs_on_purpose_is_its_own_window(typecheck):
+    # `unflatten_safe` checks a rebuild it can't prove is JAX's (here: JAX's C++
+    # fast path rebuilding a jitted call's output) or a construction in its block
+    # the first time its verdict cache sees the signature: a check it runs on
+    # purpose, which the guard does not flag. The profile lists it as `verdict`,
+    # once per signature, at a jitted call's dispatch and in a host callback alike:
+    # not as a check that runs on every call, and not as one to remove.
+    from typecheck_guard._guard import _watch
+
+    tallies: list[dict] = []
+
+    def record(tally):
+        tallies.append(tally)
+        return False
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Node:
+        params: PyTree[Float[Array, "..."]]
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Reading:
+        x: Float[Array, ""]
+
+    def meter(x):
+        with typecheck_guard.unflatten_safe():
+            Reading(x)
+
+    def body(n):
+        return n.replace(params=jax.tree.map(jnp.negative, n.params))
+
+    _watch.add_sink(record)
+    try:
+        with typecheck_guard.profile() as prof:
+            step = jax.jit(body)
+            report = jax.jit(lambda x: jax.debug.callback(meter, x))
+            node = Node({"a": jnp.ones(2)})
+            with typecheck_guard.runtime_checks("log"), typecheck_guard.unflatten_safe():
+                for _ in range(N_CALLS):
+                    node = step(node)
+                    report(jnp.sum(node.params["a"]))
+                jax.effects_barrier()
+    finally:
+        _watch.remove_sink(record)
+    assert [t for t in tallies if t] == []
+    every_call = {
+        (s.name.rsplit(".", 1)[-1], s.when): s.count
+        for s in prof.sites
+        if s.when in ("dispatch", "callback", "verdict")
+    }
+    assert every_call == {("Node", "verdict"): 1, ("Reading", "verdict"): 1}
+    for site in prof.sites:
+        if site.when == "verdict":
+            assert not site.rebuild
+            assert fix(site).startswith(
+                "unflatten_safe checks a rebuild the first time its verdict cache "
+                "sees the rebuild's signature"
+            )
+            assert fix(site).endswith("once per signature; keep it")
+    assert prof.to_dict()["removable_seconds"] == 0.0
+
+
 def test_a_call_that_does_not_bind_leaves_the_profile_watching():
     # On Python 3.11 the profile function is off from the start of a jaxtyping
     # check; a call that does not match the signature raises before jaxtyping's

@@ -50,14 +50,21 @@ _TARGETS: Final = (
 )
 
 
-# The window paused on this thread: a host callback run meanwhile belongs to its call
-# (`_watch.watch_callback`).
-_local = threading.local()
+
+
+class _Local(threading.local):
+    # The window paused on this thread: a host callback run meanwhile belongs to its
+    # call (`_watch.watch_callback`). A class-level default, read without the
+    # `AttributeError` a missing attribute costs.
+    window: Window | None = None
+
+
+_local = _Local()
 
 
 def paused() -> Window | None:
     """The window whose profile function is paused on this thread, if any."""
-    return getattr(_local, "window", None)
+    return _local.window
 
 
 def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,7 +75,7 @@ def _paused(original: Callable[..., Any]) -> Callable[..., Any]:
         if not isinstance(window, Window):
             return original(*args, **kwargs)
         sys.setprofile(None)
-        outer, _local.window = getattr(_local, "window", None), window
+        outer, _local.window = _local.window, window
         try:
             return original(*args, **kwargs)
         finally:

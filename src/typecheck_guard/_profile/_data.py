@@ -12,15 +12,17 @@ from typing import Any, Final, NamedTuple
 
 __all__ = ["WHENS", "Record", "Site", "Totals"]
 
-# `_guard._situation.WHENS`, and `unclear`: what `with profile():` cannot tell apart
+# `_guard._situation.WHENS`, `unclear`: what `with profile():` cannot tell apart
 # (a construction, or JAX's C++ rebuilding the output of a jitted call made before
-# the block).
+# the block), and `verdict`: a rebuild `unflatten_safe` checks on purpose, the first
+# time its verdict cache sees its signature.
 WHENS: Final = (
     "dispatch",
     "compile",
     "tree",
     "callback",
     "unclear",
+    "verdict",
     "trace",
     "construction",
     "eager",
@@ -106,8 +108,9 @@ class Site:
         traced or compiled a jitted call: once per compilation), `"tree"` (JAX
         rebuilding a tree in a tree operation), `"callback"` (a host callback),
         `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
-        call that `profile()` could not tell from one), `"trace"` (your code, while JAX traced
-        it), `"construction"` or `"eager"`."""
+        call that `profile()` could not tell from one), `"verdict"` (a rebuild that
+        `unflatten_safe` checks on purpose: once per signature), `"trace"` (your
+        code, while JAX traced it), `"construction"` or `"eager"`."""
         self.jitted = record.jitted
         """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`
         and `trace`; the callback (`jax.pure_callback(module.f)`) in `callback`."""

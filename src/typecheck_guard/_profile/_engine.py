@@ -366,7 +366,7 @@ def _popped() -> None:
     _spent[2] += 1
     _original_pop()
     end = _detect._clock()  # the check ends here; what follows is ours
-    state = getattr(_local, "state", None)
+    state = _local.state
     if state is None or not state._stack:
         return
     top = state._stack[-1]
@@ -396,7 +396,7 @@ def _pushed(arguments: Any) -> Any:
 
 
 def _open_jaxtyping(frame: FrameType) -> None:
-    if getattr(_local, "opening", False):
+    if _local.opening:
         # A check that our own bookkeeping ran (reading `__wrapped__` off a jitted
         # object of a package under jaxtyping's import hook): not the program's, and
         # watching it would open another, without end.
@@ -446,7 +446,7 @@ class _Body:
         now = _detect._clock()  # first: what follows is not the check's time
         _spent[2] += 1
         fn = self.__typecheck_guard_body__
-        state = getattr(_local, "state", None)
+        state = _local.state
         top = state._stack[-1] if state is not None and state._stack else None
         if (
             top is None
@@ -492,7 +492,7 @@ class _Signature(inspect.Signature):
             return inspect.Signature.bind(self, *args, **kwargs)
         except BaseException:
             end = _detect._clock()
-            state = getattr(_local, "state", None)
+            state = _local.state
             stack = state._stack if state is not None else ()
             if stack and stack[-1].fast and sys._getframe(1) is stack[-1].frame:
                 # A call that does not match the signature: jaxtyping refused it,
@@ -833,6 +833,13 @@ class _Thread(Tracker):
         )
         if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
             situation = _unseen_dispatch(situation, caller, described.what, cls)
+        if _detect._deliberate(frame):
+            # `unflatten_safe` checks a rebuild on purpose, once per signature, to
+            # fill its verdict cache: a check it runs, not one it leaves (the
+            # runtime guard does not flag it either).
+            situation = _situation.Situation(
+                "verdict", situation.jitted, False, situation.made_at
+            )
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None:
@@ -910,11 +917,20 @@ def _bootstrap(frame: FrameType, event: str, arg: Any) -> None:
 # Each thread's state, by thread (what we clear when we stop) and in a
 # `threading.local` (what the hot paths read: one attribute lookup).
 _threads: dict[int, _Thread] = {}
-_local = threading.local()
+
+
+class _Local(threading.local):
+    # Class-level defaults: the hot paths read them without the `AttributeError` a
+    # missing attribute of a `threading.local` costs (1-2 us a read).
+    state: _Thread | None = None
+    opening = False
+
+
+_local = _Local()
 
 
 def _state() -> _Thread:
-    state = getattr(_local, "state", None)
+    state = _local.state
     if state is None:
         state = _local.state = _threads[threading.get_ident()] = _Thread()
     return state
@@ -923,7 +939,7 @@ def _state() -> _Thread:
 def _forget_threads() -> None:
     global _local
     _threads.clear()
-    _local = threading.local()
+    _local = _Local()
 
 
 # --- the sys.monitoring backend (3.12+) ----------------------------------------------
@@ -948,7 +964,7 @@ def _on_start(
         if not kind:
             _disabled.add(id(code))
             return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
-    state = getattr(_local, "state", None)
+    state = _local.state
     stack = state._stack if state is not None else None
     if stack:
         top = stack[-1]
@@ -972,7 +988,7 @@ def _on_return(
     code: CodeType, offset: int, value: Any, _spent: list[Any] = _spent
 ) -> None:
     _spent[1] += 1
-    state = getattr(_local, "state", None)
+    state = _local.state
     if state is not None:
         frame = sys._getframe(1)
         if frame is state._waiting:
@@ -983,7 +999,7 @@ def _on_unwind(
     code: CodeType, offset: int, exception: BaseException, _spent: list[Any] = _spent
 ) -> None:
     _spent[1] += 1
-    state = getattr(_local, "state", None)
+    state = _local.state
     if state is not None:
         frame = sys._getframe(1)
         if frame is state._waiting:

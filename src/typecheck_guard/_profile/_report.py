@@ -202,6 +202,13 @@ def fix(site: Site, program: str | None = None) -> str:
 
 
 def _fix(site: Site, program: str | None) -> str:
+    if site.when == "verdict":
+        return (
+            "unflatten_safe checks a rebuild the first time its verdict cache sees the "
+            "rebuild's signature (its tree structure and its leaves' types, shapes and "
+            "dtypes), and skips the check for later rebuilds with that signature: a "
+            "check it runs on purpose, once per signature; keep it"
+        )
     if site.rebuild and site.kind == "constructor":
         return _why(site) + _rebuild_fix(site, program)
     if site.rebuild:
@@ -556,6 +563,7 @@ _COLORS: Final = {
     "tree": "#ff7f0e",
     "callback": "#8c564b",
     "unclear": "#bcbd22",
+    "verdict": "#2ca02c",
     "construction": "#1f77b4",
     "eager": "#9467bd",
     "trace": "#7f7f7f",
