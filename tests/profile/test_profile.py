@@ -934,7 +934,10 @@ def test_a_check_unflatten_safe_runs_on_purpose_is_its_own_window(typecheck):
             step = jax.jit(body)
             report = jax.jit(lambda x: jax.debug.callback(meter, x))
             node = Node({"a": jnp.ones(2)})
-            with typecheck_guard.runtime_checks("log"), typecheck_guard.unflatten_safe():
+            with (
+                typecheck_guard.runtime_checks("log"),
+                typecheck_guard.unflatten_safe(),
+            ):
                 for _ in range(N_CALLS):
                     node = step(node)
                     report(jnp.sum(node.params["a"]))
@@ -957,6 +960,25 @@ def test_a_check_unflatten_safe_runs_on_purpose_is_its_own_window(typecheck):
             )
             assert fix(site).endswith("once per signature; keep it")
     assert prof.to_dict()["removable_seconds"] == 0.0
+
+
+def test_a_functions_first_failed_check_is_setup_not_steady_state(typecheck):
+    # A checker builds its first error message once: beartype's and jaxtyping's
+    # error paths import and cache on first use (0.7 s, then milliseconds). That
+    # first failed check is counted with the first calls, not the steady state.
+    @jaxtyped(typechecker=typecheck)
+    def f(x: Float[Array, "3"]) -> None:
+        pass
+
+    with typecheck_guard.profile() as prof:
+        f(jnp.zeros(3))
+        for _ in range(4):
+            with pytest.raises(Exception, match="Type-check error"):
+                f(jnp.zeros(4))
+        f(jnp.zeros(3))
+    (site,) = [s for s in prof.sites if s.name.endswith(".f")]
+    assert (site.count, site.failed, site.first_calls) == (6, 4, 2)
+    assert site.per_check == pytest.approx(site.steady_seconds / 4)
 
 
 def test_a_call_that_does_not_bind_leaves_the_profile_watching():

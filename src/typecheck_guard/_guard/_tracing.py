@@ -50,8 +50,6 @@ _TARGETS: Final = (
 )
 
 
-
-
 class _Local(threading.local):
     # The window paused on this thread: a host callback run meanwhile belongs to its
     # call (`_watch.watch_callback`). A class-level default, read without the

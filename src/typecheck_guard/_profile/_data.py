@@ -121,10 +121,11 @@ class Site:
         self.seconds = 0.0
         """All their time, the first call's included."""
         self.first_calls = 0
-        """How many of them were the first check of their function in the run."""
+        """How many of them were the first check of their function in the run, or
+        its first failed check."""
         self.setup_seconds = 0.0
         """The time of those first checks (they include the checker's one-time
-        setup and cold caches)."""
+        setup and cold caches, and its first error message's)."""
         self.failed = 0
         """How many of them raised (in `compile`, JAX swallows the error)."""
         self.fatal = 0
@@ -188,6 +189,7 @@ class Totals:
     def __init__(self) -> None:
         self._sites: dict[tuple[str, str, str, str | None], Site] = {}
         self._seen: set[str] = set()
+        self._seen_failing: set[str] = set()
         self._lock = threading.Lock()
         self._start = 0.0
         self._wall = 0.0
@@ -270,6 +272,14 @@ class Totals:
                 self._seen.add(record.checked)
                 site.first_calls += 1
                 site.setup_seconds += record.seconds
+            elif record.failed and record.checked not in self._seen_failing:
+                # A function's first failed check builds the checker's first error
+                # message (beartype's and jaxtyping's one-time imports and caches:
+                # 0.7 s where the next ones take milliseconds): setup too.
+                site.first_calls += 1
+                site.setup_seconds += record.seconds
+            if record.failed:
+                self._seen_failing.add(record.checked)
             if record.pytree:
                 site.pytree = True
             if site.cls is None:

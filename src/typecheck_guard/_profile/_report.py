@@ -499,7 +499,8 @@ def format_text(
         _wrapped(
             "",
             "(per check: the steady state; first call: the first check of each "
-            "checked function, with the checker's one-time setup; share: of the wall "
+            "checked function, and its first failed one, with the checker's one-time "
+            "setup; share: of the wall "
             "time less the profiler's own, as estimated; this process only: the "
             "processes it starts are not watched"
             f"{unwatched})",
