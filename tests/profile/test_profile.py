@@ -942,6 +942,10 @@ def test_a_check_unflatten_safe_runs_on_purpose_is_its_own_window(typecheck):
                     node = step(node)
                     report(jnp.sum(node.params["a"]))
                 jax.effects_barrier()
+                # A failure is not cached: checked each time, a construction.
+                for _ in range(3):
+                    with pytest.raises(Exception, match="Type-check error"):
+                        Reading(jnp.zeros(2))
     finally:
         _watch.remove_sink(record)
     assert [t for t in tallies if t] == []
@@ -951,12 +955,16 @@ def test_a_check_unflatten_safe_runs_on_purpose_is_its_own_window(typecheck):
         if s.when in ("dispatch", "callback", "verdict")
     }
     assert every_call == {("Node", "verdict"): 1, ("Reading", "verdict"): 1}
+    (failing,) = [
+        s for s in prof.sites if s.name.endswith("Reading") and s.when != "verdict"
+    ]
+    assert (failing.when, failing.count, failing.failed) == ("construction", 3, 3)
     for site in prof.sites:
         if site.when == "verdict":
             assert not site.rebuild
             assert fix(site).startswith(
-                "unflatten_safe checks a rebuild the first time its verdict cache "
-                "sees the rebuild's signature"
+                "unflatten_safe checks this the first time its verdict cache sees "
+                "the call's signature"
             )
             assert fix(site).endswith("once per signature; keep it")
     assert prof.to_dict()["removable_seconds"] == 0.0

@@ -115,8 +115,9 @@ def profile(*, every_checker: bool = False) -> Profile:
       is counted as failed: JAX swallows the error);
     - `"tree"`: JAX rebuilding a tree in a tree operation (`jax.tree.map`, ...);
     - `"callback"`: inside a host callback (`jax.pure_callback`, ...);
-    - `"verdict"`: a rebuild that `unflatten_safe` checks on purpose, the first
-      time its verdict cache sees the rebuild's signature (once per signature);
+    - `"verdict"`: a check that `unflatten_safe` runs on purpose and that passed,
+      the first time its verdict cache saw the call's signature (once per
+      signature);
     - `"trace"`: your code, while JAX traced it (once per compilation);
     - `"construction"`: your code built a checked object;
     - `"eager"`: a checked function or `isinstance` check outside tracing;

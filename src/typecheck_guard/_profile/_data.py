@@ -14,8 +14,8 @@ __all__ = ["WHENS", "Record", "Site", "Totals"]
 
 # `_guard._situation.WHENS`, `unclear`: what `with profile():` cannot tell apart
 # (a construction, or JAX's C++ rebuilding the output of a jitted call made before
-# the block), and `verdict`: a rebuild `unflatten_safe` checks on purpose, the first
-# time its verdict cache sees its signature.
+# the block), and `verdict`: a check `unflatten_safe` runs on purpose and that
+# passed, the first time its verdict cache saw its signature.
 WHENS: Final = (
     "dispatch",
     "compile",
@@ -108,8 +108,8 @@ class Site:
         traced or compiled a jitted call: once per compilation), `"tree"` (JAX
         rebuilding a tree in a tree operation), `"callback"` (a host callback),
         `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
-        call that `profile()` could not tell from one), `"verdict"` (a rebuild that
-        `unflatten_safe` checks on purpose: once per signature), `"trace"` (your
+        call that `profile()` could not tell from one), `"verdict"` (a check that
+        `unflatten_safe` runs on purpose and that passed: once per signature), `"trace"` (your
         code, while JAX traced it), `"construction"` or `"eager"`."""
         self.jitted = record.jitted
         """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`

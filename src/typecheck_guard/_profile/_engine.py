@@ -751,7 +751,7 @@ def _unpatch_jaxtyping() -> None:
 class _Data:
     """What the profiler keeps about an open check."""
 
-    __slots__ = ("described", "situation", "cls", "function", "handled")
+    __slots__ = ("described", "situation", "cls", "function", "handled", "verdict")
 
     def __init__(self, described: Any, situation: Any, cls: Any, handled: Any):
         self.described = described
@@ -763,6 +763,7 @@ class _Data:
         # The exception being handled where the check started (`sys.exc_info()`
         # there): seeing it again at the end is not the check failing.
         self.handled = handled
+        self.verdict = False
 
 
 _PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
@@ -833,20 +834,17 @@ class _Thread(Tracker):
         )
         if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
             situation = _unseen_dispatch(situation, caller, described.what, cls)
-        if _detect._deliberate(frame):
-            # `unflatten_safe` checks a rebuild on purpose, once per signature, to
-            # fill its verdict cache: a check it runs, not one it leaves (the
-            # runtime guard does not flag it either).
-            situation = _situation.Situation(
-                "verdict", situation.jitted, False, situation.made_at
-            )
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None:
             _watch_body(code)
-        return open_described(
-            frame, described, code, _Data(described, situation, cls, sys.exc_info()[1])
-        )
+        data = _Data(described, situation, cls, sys.exc_info()[1])
+        # `unflatten_safe`'s verdict cache checks a call it can't tell from a
+        # construction, the first time it sees its key: a pass is the check of every
+        # later call with that key (`_finish` files it as `verdict`); a failure is
+        # not cached, and runs again each time.
+        data.verdict = _detect._deliberate(frame)
+        return open_described(frame, described, code, data)
 
     def opened(self, check: Open) -> None:
         start = _detect._clock()
@@ -886,6 +884,10 @@ class _Thread(Tracker):
     def _finish(self, check: Open, seconds: float, failed: bool) -> None:
         data = check.data
         described, situation = data.described, data.situation
+        if data.verdict and not failed:
+            situation = _situation.Situation(
+                "verdict", situation.jitted, False, situation.made_at
+            )
         record = Record(
             described.checked,
             " with ".join(check.checkers),

@@ -204,10 +204,10 @@ def fix(site: Site, program: str | None = None) -> str:
 def _fix(site: Site, program: str | None) -> str:
     if site.when == "verdict":
         return (
-            "unflatten_safe checks a rebuild the first time its verdict cache sees the "
-            "rebuild's signature (its tree structure and its leaves' types, shapes and "
-            "dtypes), and skips the check for later rebuilds with that signature: a "
-            "check it runs on purpose, once per signature; keep it"
+            "unflatten_safe checks this the first time its verdict cache sees the "
+            "call's signature (its tree structure and its leaves' types, shapes and "
+            "dtypes), and the pass stands for later calls with that signature, which "
+            "skip the check: a check it runs on purpose, once per signature; keep it"
         )
     if site.rebuild and site.kind == "constructor":
         return _why(site) + _rebuild_fix(site, program)
