@@ -311,7 +311,7 @@ def _seen_in_callback(frame: FrameType, known: tuple[Any, ...]) -> Open:
     `known`: not its first check (that one made the entry)."""
     _, described, code, hook = known
     return open_described(
-        frame, described, code, (described, _IN_CALLBACK, False, None, hook)
+        frame, described, code, (described, _IN_CALLBACK, False, None, hook, False)
     )
 
 
@@ -349,8 +349,10 @@ class Window(Tracker):
             # up around it, and a callback may run often (a progress meter). What
             # needs the stack (`_deliberate`) is read once it returned (`settle`).
             return self._open_in_callback(frame, kind)
-        if _detect._deliberate(frame):
-            return Open(frame, "", ignore=True)
+        # A check `unflatten_safe` runs on purpose, to fill its verdict cache: a
+        # pass stands for every later call with its key and is no check to flag; a
+        # failure is not cached and runs each time (`_found`).
+        deliberate = _detect._deliberate(frame)
         described = _detect.describe(frame, kind)
         if described is None:
             return None
@@ -360,7 +362,7 @@ class Window(Tracker):
         situation, _ = _situation.situation(frame, described.what, cls, described.body)
         if situation.when in ("compile", "trace"):
             return Open(frame, "", ignore=True)
-        return self._opened(frame, described, situation, cls)
+        return self._opened(frame, described, situation, cls, deliberate)
 
     def _opened(
         self,
@@ -368,6 +370,7 @@ class Window(Tracker):
         described: _detect.Described,
         situation: _situation.Situation,
         cls: type | None,
+        deliberate: bool = False,
     ) -> Open:
         body = described.body
         code = body.__code__ if body is not None else None
@@ -375,7 +378,10 @@ class Window(Tracker):
             _detect._watch_body(code)
         first = _detect._first(described.checked, body)
         return open_described(
-            frame, described, code, (described, situation, first, cls, _UNKNOWN)
+            frame,
+            described,
+            code,
+            (described, situation, first, cls, _UNKNOWN, deliberate),
         )
 
     def push_known(self, frame: FrameType, local: dict[str, Any], body: Any) -> bool:
@@ -450,16 +456,19 @@ class Window(Tracker):
     def settle(self) -> None:
         """Turn the checks a host callback's window kept (`finish`) into `checks`,
         once the callback returned: the stack walk (`_deliberate`: a check that
-        `unflatten_safe` runs on purpose is no check of the callback's) and the
-        records happen outside the callback's own time. The frames are those of
-        checks that returned, whose callers are linked as they were."""
+        `unflatten_safe` runs on purpose and that passed is no check of the
+        callback's) and the records happen outside the callback's own time. The
+        frames are those of checks that returned, whose callers are linked as they
+        were."""
         pending, self.pending = self.pending, None
         for check, seconds, failed in pending or ():
-            if not _detect._deliberate(check.frame):
+            if failed or not _detect._deliberate(check.frame):
                 self._found(check, seconds, failed)
 
     def _found(self, check: Open, seconds: float, failed: bool) -> None:
-        described, situation, first, cls, hook = check.data
+        described, situation, first, cls, hook, deliberate = check.data
+        if deliberate and not failed:
+            return
         if hook is _UNKNOWN:
             hook = import_hook_of(getattr(described.body, "__module__", None))
         found = _detect.Check(
