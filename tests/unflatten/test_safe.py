@@ -2,6 +2,7 @@
 and keep it on every construction."""
 
 import asyncio
+import contextlib
 import threading
 
 import jax
@@ -137,6 +138,55 @@ def test_verdict_cache_is_exact(typecheck):
             Early(jnp.ones(4), jnp.ones(4, dtype=jnp.int32))
         with pytest.raises(typecheck.errors):  # failures are never cached
             Early(jnp.ones(4), jnp.ones(4, dtype=jnp.int32))
+
+
+@pytest.mark.allow_runtime_typechecks  # a construction in a host callback, per call
+@pytest.mark.parametrize("callback", ["jax.debug.callback", "jax.pure_callback"])
+def test_constructions_during_a_wrapped_call_go_to_the_verdict_cache(
+    callback, typecheck
+):
+    # During `unflatten_safe(jitted)(...)`, as in a block, a construction the table
+    # can't tell from a rebuild (here: in a host callback the call runs) is row 7's:
+    # checked the first time its key is seen, a failure every time (the documented
+    # contract; `typecheck-guard profile` lists the first checks as `verdict`).
+    early = [make_early(typecheck)]  # a new class (and verdict cache) per run
+    bad = [False]
+
+    def build(x):
+        x = jnp.asarray(x, jnp.float32).reshape(1)
+        Early = early[0]
+        if bad[0]:
+            try:
+                Early(x, jnp.zeros(2))
+            except typecheck.errors:
+                pass
+        else:
+            Early(x, x)
+        return x[0]
+
+    def step(x):
+        if callback == "jax.debug.callback":
+            jax.debug.callback(build, x)
+            return x + 1.0
+        return x + jax.pure_callback(build, jax.ShapeDtypeStruct((), jnp.float32), x)
+
+    def calls(fn, block=False):
+        early[0] = make_early(typecheck)
+        typecheck.reset()
+        x = jnp.zeros((), jnp.float32)
+        with typecheck_guard.unflatten_safe() if block else contextlib.nullcontext():
+            for _ in range(3):
+                x = fn(x)
+            jax.effects_barrier()
+        return typecheck.calls
+
+    plain = calls(jax.jit(step))
+    once = calls(jax.jit(step), block=True)
+    assert 0 < once < plain
+    assert calls(typecheck_guard.unflatten_safe(jax.jit(step))) == once
+    bad[0] = True
+    failing = calls(jax.jit(step))
+    assert calls(typecheck_guard.unflatten_safe(jax.jit(step))) == failing > 0
 
 
 @pytest.mark.parametrize("transform", ["tree_map", "vmap", "grad", "scan"])
