@@ -109,8 +109,9 @@ class Site:
         rebuilding a tree in a tree operation), `"callback"` (a host callback),
         `"unclear"` (a construction, or JAX's C++ rebuilding the output of a jitted
         call that `profile()` could not tell from one), `"verdict"` (a check that
-        `unflatten_safe` runs on purpose and that passed: once per signature), `"trace"` (your
-        code, while JAX traced it), `"construction"` or `"eager"`."""
+        `unflatten_safe` runs on purpose and that passed: once per signature),
+        `"trace"` (your code, while JAX traced it), `"construction"` or
+        `"eager"`."""
         self.jitted = record.jitted
         """The jitted function (`jax.jit(module.step)`) in `dispatch`, `compile`
         and `trace`; the callback (`jax.pure_callback(module.f)`) in `callback`."""
