@@ -960,6 +960,125 @@ def test_a_host_callbacks_own_code_runs_unwatched(
     assert site.kind == "callback" and count == 12
 
 
+def _callback_programs(typecheck):
+    """Host callbacks whose checks the guard must count as they ran: name ->
+    (callback, {checked function's name: checks per run of the callback})."""
+
+    @jaxtyped(typechecker=typecheck)
+    def inner(x: Float[ArrayLike, ""]) -> Float[ArrayLike, ""]:
+        return x
+
+    @jaxtyped(typechecker=typecheck)
+    def outer(x: Float[ArrayLike, ""]) -> None:
+        inner(x)  # a check of its own, in the body of another
+        inner(x)
+
+    def failing(x):
+        try:
+            inner("not an array")  # type: ignore[arg-type]
+        except Exception:  # a failed check, caught by the program
+            pass
+        inner(x)
+
+    def in_an_except_block(x):
+        try:
+            raise KeyError("handled")
+        except KeyError:
+            inner(x)  # passes, while an exception is being handled
+
+    def traced_in_the_callback(x):
+        # A fresh jit traces here: its check is a trace-time check, never flagged;
+        # the one after it runs at the callback's own time.
+        jax.jit(lambda y: inner(y))(jnp.asarray(x))
+        inner(x)
+
+    def not_a_jaxtyping_check(x):
+        no_check = jaxtyping_config_off(inner)
+        no_check(x)
+
+    return {
+        "nested": (outer, {"outer": 1, "inner": 2}),
+        "failing": (failing, {"inner": 2}),
+        "in an except block": (in_an_except_block, {"inner": 1}),
+        "traced in the callback": (traced_in_the_callback, {"inner": 1}),
+        "switched off": (not_a_jaxtyping_check, {}),
+    }
+
+
+def jaxtyping_config_off(fn):
+    """`fn`, called with jaxtyping's checks switched off."""
+
+    def call(*args):
+        import jaxtyping
+
+        jaxtyping.config.update("jaxtyping_disable", True)
+        try:
+            return fn(*args)
+        finally:
+            jaxtyping.config.update("jaxtyping_disable", False)
+
+    return call
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["nested", "failing", "in an except block", "traced in the callback", "switched off"],
+)
+def test_checks_in_a_callback_are_counted_as_they_ran(program, typecheck, sink):
+    # What jaxtyping's entry points see in a host callback is written down while it
+    # runs and followed once it returned (`_guard/_entries.py`): the counts are
+    # those of following the checks live, every run, from the first one on.
+    callback, expected = _callback_programs(typecheck)[program]
+    step = _in_a_loop("jax.debug.callback", callback, times=2)
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(2):
+            step(jnp.zeros(()))
+            jax.effects_barrier()
+    counts = {
+        site.checked.rsplit(".", 1)[-1]: entry[0]
+        for site, entry in _totals(sink).items()
+    }
+    assert all(site.kind == "callback" for site in _totals(sink))
+    assert counts == {name: 4 * n for name, n in expected.items()}
+
+
+def test_the_signature_the_guard_puts_in_a_checked_closure_is_the_signature():
+    # In a host callback the guard learns which function a jaxtyping check is for
+    # from the signature jaxtyping binds the call's arguments with
+    # (`_guard/_entries.py`). What a program can reach of it is that signature.
+    import copy
+    import inspect
+
+    import cloudpickle
+
+    @jaxtyped(typechecker=beartype)
+    def progress(x: Float[ArrayLike, ""], *, scale: float = 1.0) -> None:
+        pass
+
+    impl = _closure(progress)["wrapped_fn_impl"].cell_contents
+    original = _closure(impl)["param_signature"].cell_contents
+    with typecheck_guard.runtime_checks("log"):
+        _in_a_loop("jax.pure_callback", progress, times=2)(jnp.zeros(()))
+        jax.effects_barrier()
+        ours = _closure(impl)["param_signature"].cell_contents
+        assert type(ours) is not inspect.Signature  # ours, in place
+        assert ours == original and hash(ours) == hash(original)
+        assert repr(ours) == repr(original) and str(ours) == str(original)
+        assert ours.bind(1.0).arguments == original.bind(1.0).arguments
+        with pytest.raises(TypeError) as raised:
+            ours.bind()
+        with pytest.raises(TypeError) as expected:
+            original.bind()
+        assert str(raised.value) == str(expected.value)
+        # Pickled as the signature (here its annotations don't pickle, as the
+        # original's don't).
+        assert ours.__reduce__() == original.__reduce__()
+        for copied in (copy.copy(ours), copy.deepcopy(ours)):
+            assert type(copied) is inspect.Signature and copied == original
+        assert b"typecheck_guard" not in cloudpickle.dumps(impl)
+        progress(jnp.zeros(()), scale=2.0)  # outside a callback: as before
+
+
 def test_what_no_program_checks_is_not_counted_in_a_callback(sink):
     # Inside a host callback, two `isinstance(x, PyTree[...])` runs are no checks
     # of the program's: a checker probing a hint while it decorates a function
@@ -1048,8 +1167,8 @@ def _closure(fn):
 
 
 def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
-    # On 3.11 the guard times the body of a jaxtyped function run inside a host
-    # callback through what jaxtyping's closure calls (`_guard/_entries.py`).
+    # The guard times the body of a jaxtyped function run inside a host callback
+    # through what jaxtyping's closure calls (`_guard/_entries.py`).
     # What a program can reach of it is the function: cloudpickle (which pickles a
     # local or `__main__` function's closure by value) writes the function, the
     # function is not kept alive by us, and nothing of ours is left once we stop.
@@ -1072,10 +1191,7 @@ def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
         _in_a_loop("jax.pure_callback", progress, times=2)(jnp.zeros(()))
         jax.effects_barrier()
     hooked = _closure(impl)["fn"].cell_contents
-    if sys.version_info < (3, 12):
-        assert type(hooked).__name__ == "_Body"  # ours, in place
-    else:
-        assert hooked is body  # sys.monitoring needs no hook
+    assert type(hooked).__name__ == "_Body"  # ours, in place
     pickled = cloudpickle.dumps(impl)
     assert b"typecheck_guard" not in pickled
     fn = _closure(pickle.loads(pickled))["fn"].cell_contents

@@ -637,16 +637,21 @@ def _jaxtyping_switched_off(local: dict[str, Any]) -> bool:
     return bool(getattr(wrapped, "__no_type_check__", False))
 
 
-def describe(frame: FrameType, kind: int) -> Described | None:
+def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | None:
     """What the check starting at `frame` (checker code of `kind`) checks, or
     `None` when it checks nothing (jaxtyping's wrapper with its checks switched
-    off)."""
+    off). `checks`: the checker said it checks (jaxtyping's wrapper called
+    `push_shape_memo`, `_entries`), so its off-switches are not read again."""
     code = frame.f_code
     local = frame.f_locals
     static = pytree = False
     body = None
     if kind == _JAXTYPING:
-        if code.co_name == "wrapped_fn" and _jaxtyping_switched_off(local):
+        if (
+            not checks
+            and code.co_name == "wrapped_fn"
+            and _jaxtyping_switched_off(local)
+        ):
             return None
         init = _dataclass_init(frame)
         fn = local.get("fn")
@@ -776,6 +781,11 @@ _TOOL_IDS: Final = (4, 3)
 _exit_hook: list[bool] = []  # the ids CPython leaves free (0-2 and 5 are named)
 
 
+# jaxtyping's new-style `wrapped_fn`, while `_entries` follows its checks in host
+# callbacks (set by `_entries.patch`).
+entries_wrapper: CodeType | None = None
+
+
 def _on_start(code: CodeType, offset: int) -> Any:
     # Called for every start of checker code, in every thread, watched or not: a
     # host callback's check (a progress meter's) runs it several times per run, so
@@ -792,8 +802,22 @@ def _on_start(code: CodeType, offset: int) -> Any:
     window = _window.get()
     if window is None:
         return None
+    entered = window.entered
+    if entered is not None and (
+        code is entries_wrapper
+        or (entered and entered[-1] is not None and kind != _BODY)
+    ):
+        # A host callback, where `_entries` follows jaxtyping's checks: this is
+        # one's wrapper, or checker code inside one (not in its body).
+        return None
     stack = window._stack
-    if stack and kind != _BODY:
+    if kind == _BODY:
+        # Only the body of the innermost open check, not yet running, is followed
+        # (`Tracker.started`): tested without a frame object first.
+        top = stack[-1] if stack else None
+        if top is None or top.in_body is not None or top.body is not code:
+            return None
+    elif stack:
         top = stack[-1]
         if top.in_body is None:  # checker code inside a check: part of it
             if kind not in top.known:

@@ -1,5 +1,6 @@
-"""Seeing jaxtyping's checks inside host callbacks without a profile function (Python
-3.11 and older).
+"""Seeing jaxtyping's checks inside host callbacks at their entry points, without a
+profile function (3.11 and older) and without following their checker code with
+`sys.monitoring` (3.12+).
 
 A host callback is the user's Python, run on every call of a jitted function, and
 programs time it: tqdm refreshes its bar at most every 0.1 s, so a callback that runs
@@ -17,22 +18,46 @@ jaxtyping already calls:
 - the checked function's body, which `wrapped_fn_impl` calls from a closure cell
   `fn`: the first time we see a function checked we put `_Body(fn)` in that cell,
   which tells the callback's window when the body starts and ends (the body's time
-  is not the check's). Every cell is put back when the guard's patches are
-  released; none keeps a function alive meanwhile.
+  is not the check's);
+- `param_signature.bind`, from a closure cell too: with the body hook we put an
+  equal `_Bound` signature there, whose `bind` leaves the arguments it bound with
+  the body hook of its closure. `push_shape_memo` receives those very arguments, so
+  the next checks of that function are known without reading the frame's locals
+  (2-4 us inside a callback, as much as the rest of the bookkeeping).
+
+Every cell is put back when the guard's patches are released; none keeps a
+function alive meanwhile.
+
+Inside the callback these points only write down what happened, with the time
+(`Window.events`): which wrapper frame started, the body's start and end, which
+frame ended and with what exception. In a callback every line we add costs several
+times what it costs in a loop (its caches are cold), and following the checks there
+(the stack of open checks, the `Open`s, the pauses) cost as much as the check
+itself. `entered` replays the record through the window's tracker once the
+callback returned, with the guard's `sys.monitoring` window off: the same calls, in
+the same order, with the recorded times, so the checks and their times are what
+following them live gave. What had to be known at the time is tested at the time:
+that JAX wasn't tracing, that the thread wasn't watched by a jitted call's own
+window, and (3.12+) that no check `sys.monitoring` follows was open outside its
+body.
 
 What this does not see, on 3.11 and inside callbacks only: a check by beartype or
 typeguard alone (their wrappers call nothing of a library's by a name we can patch)
-and a bare `isinstance(x, PyTree[...])`. `sys.monitoring` (3.12+) sees them all at
-no cost to the callback's own code (`_detect`).
+and a bare `isinstance(x, PyTree[...])`. On 3.12+ `sys.monitoring` still follows
+those (`_detect._on_start`), and leaves jaxtyping's wrapper, and the checker code
+that runs inside a check we follow here, to us (`Window.entered`).
 
 The profiler (`_profile/_engine.py`) patches `pop_shape_memo` and the same cells
 for its own fast path: it patches after us (it switches our patches on first) and
-puts its own back first, so both chain.
+puts its own back first, so both chain. A closure whose cells hold the profiler's
+hooks (3.11, while `typecheck-guard profile` runs) gets none of ours: its checks are
+known by the frame's locals, and their body's time is not told apart from theirs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 import sys
 import threading
@@ -42,6 +67,11 @@ from typing import Any
 from . import _detect
 
 __all__ = ["active", "current", "entered", "patch"]
+
+_getframe = sys._getframe
+
+# The exception being handled, as `sys.exc_info()[1]` (3.11+: without the tuple).
+_exception: Any = getattr(sys, "exception", lambda: sys.exc_info()[1])
 
 _original_push: Any = None
 _original_pop: Any = None
@@ -54,6 +84,9 @@ class _Local(threading.local):
     # and a missing attribute of a `threading.local` costs an `AttributeError`
     # raised and caught (1-2 us, where the read itself costs 80 ns).
     window: Any = None
+    # What `_Bound.bind` bound last in a callback window, with its closure's body
+    # hook, until `_push` takes it: `(BoundArguments, _Body)`.
+    bound: Any = None
 
 
 _local = _Local()
@@ -69,13 +102,78 @@ def current() -> Any:
 
 @contextlib.contextmanager
 def entered(window: Any) -> Any:
-    """Make `window` this thread's callback window for the block."""
+    """Make `window` this thread's callback window for the block, and follow the
+    checks it recorded once the block is over (`_replay`)."""
     previous = _local.window
+    window.events = events = []
+    if _detect.monitoring:
+        window.entered = []
     _local.window = window
     try:
         yield
     finally:
         _local.window = previous
+        _local.bound = None
+        window.events = window.entered = None
+        _replay(window, events)
+
+
+# What the hooks write down in a callback window's `events`, in order:
+# `(_STARTED, frame, locals, body hook, exception being handled, time)`,
+# `(_BODY, body hook, time)` and `(_BODY_DONE, body hook, time, raised)` around every
+# call of a body hook, `(_ENDED, frame, exception, time)`.
+_STARTED, _BODY, _BODY_DONE, _ENDED = range(4)
+
+
+def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
+    """Follow the checks of `events` through `window`, as the hooks would have live:
+    a check opens where jaxtyping's wrapper started, its body's run is not its time
+    when it is the body of the innermost open check, and it ends where that
+    wrapper's frame ended."""
+    # Per body hook call still running: the check it paused, or `None`.
+    bodies: list[Any] = []
+    for event in events:
+        what = event[0]
+        try:
+            if what == _STARTED:
+                _, frame, local, body, handled, start = event
+                if not window.push_known(frame, local, body, handled, start):
+                    window.locals = local
+                    window.recorded = True
+                    try:
+                        if window.started(frame, _detect._JAXTYPING):
+                            top = window._stack[-1]
+                            top.body_fn = body
+                            top.handled = handled
+                            top.start = start
+                    finally:
+                        window.locals = None
+                        window.recorded = False
+            elif what == _BODY:
+                stack = window._stack
+                top = stack[-1] if stack else None
+                if (
+                    top is None
+                    or top.in_body is not None
+                    or top.body_fn is not event[1]
+                ):
+                    bodies.append(None)
+                else:
+                    window.pause(top, event[1], event[2])
+                    bodies.append(top)
+            elif what == _BODY_DONE:
+                top = bodies.pop() if bodies else None
+                if top is not None:
+                    window.resume(top, event[3], event[2])
+            else:
+                _, frame, error, end = event
+                stack = window._stack
+                if stack and stack[-1].frame is frame:
+                    top = stack[-1]
+                    failed = error is not None and error is not top.handled
+                    window.close(top, failed and not top.body_raised, end)
+        except Exception:  # never let the watching break the user's program
+            pass
 
 
 def active() -> bool:
@@ -127,18 +225,60 @@ class _Body:
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         window = _local.window
-        stack = window._stack if window is not None else ()
-        top = stack[-1] if stack else None
-        if top is None or top.in_body is not None or top.body_fn is not self:
+        events = window.events if window is not None else None
+        if events is None:
             return self.fn(*args, **kwargs)
-        window.pause(top, self)
+        entered = window.entered
+        if entered is not None:
+            entered.append(None)
+        events.append((_BODY, self, _detect._clock()))
         try:
             out = self.fn(*args, **kwargs)
         except BaseException:
-            window.resume(top, True)
+            events.append((_BODY_DONE, self, _detect._clock(), True))
+            if entered:
+                entered.pop()
             raise
-        window.resume(top, False)
+        events.append((_BODY_DONE, self, _detect._clock(), False))
+        if entered:
+            entered.pop()
         return out
+
+
+class _Bound(inspect.Signature):
+    """jaxtyping's `param_signature`, which the new-style `wrapped_fn` binds each
+    call's arguments with and then passes `bound.arguments` to `push_shape_memo`:
+    in a host callback's window, its `bind` leaves what it bound with the body hook
+    of its closure, so that `_push` knows which function's check starts without
+    reading the frame's locals (those very arguments are the evidence). Equal to
+    the signature, and it prints, copies and pickles as one."""
+
+    __slots__ = ("_typecheck_guard_original", "_typecheck_guard_body")
+
+    def bind(self, /, *args: Any, **kwargs: Any) -> Any:
+        bound = self._bind(args, kwargs)  # what `inspect.Signature.bind` does
+        if _local.window is not None:
+            _local.bound = (bound, getattr(self, "_typecheck_guard_body", None))
+        return bound
+
+    def __reduce__(self) -> Any:
+        return (
+            inspect.Signature,
+            (tuple(self.parameters.values()),),
+            {"_return_annotation": self.return_annotation},
+        )
+
+    def __repr__(self) -> str:
+        return f"<Signature {self}>"
+
+
+def _bound(signature: inspect.Signature, body: _Body) -> _Bound:
+    bound = object.__new__(_Bound)
+    for slot in ("_parameters", "_return_annotation"):
+        object.__setattr__(bound, slot, getattr(signature, slot))
+    object.__setattr__(bound, "_typecheck_guard_original", signature)
+    object.__setattr__(bound, "_typecheck_guard_body", body)
+    return bound
 
 
 def _hook_body(local: dict[str, Any]) -> Any:
@@ -148,7 +288,8 @@ def _hook_body(local: dict[str, Any]) -> Any:
     if isinstance(fn, _Body):
         return fn
     impl = local.get("wrapped_fn_impl")
-    cell = _detect._cells(impl).get("fn") if impl is not None else None
+    cells = _detect._cells(impl) if impl is not None else {}
+    cell = cells.get("fn")
     if cell is None:
         return None
     with _cells_lock:
@@ -166,6 +307,15 @@ def _hook_body(local: dict[str, Any]) -> Any:
         body = _Body(current)
         cell.cell_contents = body
         local["fn"] = body  # what reading the frame's locals again would give
+        signature_cell = cells.get("param_signature")
+        try:
+            signature = signature_cell.cell_contents if signature_cell else None
+        except ValueError:
+            signature = None
+        if type(signature) is inspect.Signature:
+            bound = _bound(signature, body)
+            signature_cell.cell_contents = bound  # pyright: ignore[reportOptionalMemberAccess]
+            local["param_signature"] = bound
         # By the closure that holds the cell, weakly: a checked function the
         # program drops is not kept alive by us (cells have no weak references).
         _hooked.add(impl)
@@ -174,25 +324,40 @@ def _hook_body(local: dict[str, Any]) -> Any:
 
 def _push(arguments: Any) -> Any:
     window = _local.window
-    if window is not None:
+    if window is not None and window.events is not None:
         # `wrapped_fn` calls us, or the profiler's hook that chains to us.
-        frame = sys._getframe(1)
+        frame = _getframe(1)
         if frame.f_code is not _wrapper_code:
             frame = frame.f_back
-        if frame.f_code is _wrapper_code and not _watched_call():
+        stack = window._stack
+        if (
+            frame.f_code is _wrapper_code
+            and (sys.getprofile() is None or not _watched_call())
+            and not _detect._is_tracing()  # then never flagged, as `Window.open`
+            # (3.12+) Inside a check `sys.monitoring` follows, not in its body:
+            # part of it.
+            and not (stack and stack[-1].in_body is None)
+        ):
             try:
-                # The frame's locals, read once for the hook and the check.
-                local = frame.f_locals
-                body = _hook_body(local)
-                if not window.push_known(frame, local, body):
-                    window.locals = local
-                    if window.started(frame, _detect._JAXTYPING):
-                        top = window._stack[-1]
-                        top.body_fn = body
-                        top.handled = sys.exc_info()[1]
+                bound = _local.bound
+                if bound is not None and bound[0].arguments is arguments:
+                    # `_Bound.bind` bound these very arguments for this call: its
+                    # closure's body hook is this check's.
+                    _local.bound = None
+                    local, body = None, bound[1]
+                else:  # the first check of this function we see
+                    local = frame.f_locals
+                    body = local.get("fn")
+                    if type(body) is not _Body:
+                        body = _hook_body(local)
+                entered = window.entered
+                if entered is not None:
+                    entered.append(frame)
+                window.events.append(
+                    (_STARTED, frame, local, body, _exception(), _detect._clock())
+                )
             except Exception:  # never let the watching break the user's program
                 pass
-            window.locals = None
     return _original_push(arguments)
 
 
@@ -212,17 +377,16 @@ def _pop() -> Any:
     out = _original_pop()
     end = _detect._clock()
     window = _local.window
-    if window is not None and window._stack:
-        stack = window._stack
+    events = window.events if window is not None else None
+    if events is not None:
         # `wrapped_fn` calls us, or the profiler's hook that chains to us.
-        frame = sys._getframe(1)
+        frame = _getframe(1)
         if frame.f_code is not _wrapper_code:
             frame = frame.f_back
-        if stack[-1].frame is frame:
-            top = stack[-1]
-            error = sys.exc_info()[1]
-            failed = error is not None and error is not top.handled
-            window.close(top, failed and not top.body_raised, end)
+        events.append((_ENDED, frame, _exception(), end))
+        entered = window.entered
+        if entered and entered[-1] is frame:
+            entered.pop()
     return out
 
 
@@ -246,6 +410,7 @@ def patch(stack: contextlib.ExitStack) -> None:
     ):
         return  # another jaxtyping: callbacks are watched the slow way
     _original_push, _original_pop, _wrapper_code = push, pop, wrapper
+    _detect.entries_wrapper = wrapper
     _decorator.push_shape_memo = _push  # pyright: ignore[reportAttributeAccessIssue]
     _decorator.pop_shape_memo = _pop  # pyright: ignore[reportAttributeAccessIssue]
     stack.callback(_unpatch)
@@ -267,5 +432,10 @@ def _unpatch() -> None:
             body = cell.cell_contents if cell is not None else None
             if isinstance(body, _Body):
                 cell.cell_contents = body.fn  # pyright: ignore[reportOptionalMemberAccess]
+            cell = _detect._cells(impl).get("param_signature")
+            signature = cell.cell_contents if cell is not None else None
+            if isinstance(signature, _Bound):
+                cell.cell_contents = signature._typecheck_guard_original  # pyright: ignore[reportOptionalMemberAccess]
         _hooked.clear()
     _original_push = _original_pop = _wrapper_code = None
+    _detect.entries_wrapper = None

@@ -287,8 +287,7 @@ def _on_jax(module: Any, stack: contextlib.ExitStack) -> None:
 
 def _on_jaxtyping(module: Any, stack: contextlib.ExitStack) -> None:
     _detect.PREPARE["jaxtyping"]()
-    if not _detect.monitoring:
-        _entries.patch(stack)
+    _entries.patch(stack)
 
 
 def _on_checker(module: Any, stack: contextlib.ExitStack) -> None:

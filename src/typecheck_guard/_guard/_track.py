@@ -21,7 +21,6 @@ the checker spent building its error message is real time.
 from __future__ import annotations
 
 import dis
-import sys
 import weakref
 from types import CodeType, FrameType
 from typing import Any, Final
@@ -233,14 +232,14 @@ class Tracker:
         if not top.ignore:
             self.finish(top, seconds, failed)
 
-    def pause(self, top: Open, frame: Any) -> None:
-        """The body of `top` starts now (called by hooks that see it start without
-        a profile event); `frame` is what `resume` will be called with."""
-        top.paused_at = _detect._clock()
+    def pause(self, top: Open, frame: Any, at: float | None = None) -> None:
+        """The body of `top` starts now, or `at` (called by hooks that see it start
+        without a profile event); `frame` is what `resume` will be called with."""
+        top.paused_at = _detect._clock() if at is None else at
         top.in_body = self._waiting = frame
 
-    def resume(self, top: Open, failed: bool) -> None:
-        top.start += _detect._clock() - top.paused_at
+    def resume(self, top: Open, failed: bool, at: float | None = None) -> None:
+        top.start += (_detect._clock() if at is None else at) - top.paused_at
         top.in_body = None
         top.body_raised = failed
         self._waiting = top.frame
@@ -337,10 +336,22 @@ class Window(Tracker):
     locals: dict[str, Any] | None = None
     # A host callback's finished checks, until `settle`: `(check, seconds, failed)`.
     pending: list[tuple[Open, float, bool]] | None = None
+    # What jaxtyping's entry points saw in a host callback, while it runs
+    # (`_entries`): replayed through `started`/`push_known`, `pause`, `resume` and
+    # `close` once it returned.
+    events: list[tuple[Any, ...]] | None = None
+    # While `_entries` replays `events`: JAX wasn't tracing and jaxtyping checks
+    # (it called `push_shape_memo`), so `open` doesn't ask again.
+    recorded = False
+    # With `sys.monitoring` (3.12+), also: per jaxtyping check `_entries` follows
+    # and per body of one, innermost last, its wrapper's frame or `None` for a body.
+    # While the last is a frame, the checker code that starts is part of that check
+    # (`_detect._on_start` leaves it to `_entries`).
+    entered: list[Any] | None = None
 
     def open(self, frame: FrameType, kind: int) -> Open | None:
         is_tracing = _detect._is_tracing
-        if is_tracing is not None and is_tracing():
+        if not self.recorded and is_tracing is not None and is_tracing():
             return None  # never flagged: everything below is traced too
         if kind == _detect._ISINSTANCE and _detect.no_check_of_the_programs(frame):
             return Open(frame, "", ignore=True)
@@ -384,51 +395,59 @@ class Window(Tracker):
             (described, situation, first, cls, _UNKNOWN, deliberate),
         )
 
-    def push_known(self, frame: FrameType, local: dict[str, Any], body: Any) -> bool:
-        """`_entries._push`'s fast path in a host callback: jaxtyping's wrapper of a
-        function already checked in a callback (`_in_callbacks`) starts at `frame`
-        (its locals `local`, its body hook `body`), with no check open, or in the
-        body of one. Opens its check, as `started` would, and returns `True`;
-        `False` leaves every other case to `started`. A callback may run often (a
-        progress meter), and a program may time it: this is all the watching its
-        check costs before the checker runs."""
+    def push_known(
+        self,
+        frame: FrameType,
+        local: dict[str, Any] | None,
+        body: Any,
+        handled: Any,
+        start: float,
+    ) -> bool:
+        """What `started` does for jaxtyping's wrapper of a function already checked
+        in a callback (`_in_callbacks`), seen at `frame` (its locals `local`, its
+        body hook `body`) by `_entries`, with no check open or in the body of one:
+        opens its check, begun at `start` where `handled` was the exception being
+        handled, and returns `True`. `False` leaves every other case to `started`.
+        (`_entries` saw that jaxtyping checks and JAX wasn't tracing: jaxtyping's
+        wrapper tells it only once it tested its off-switches.)"""
         stack = self._stack
         if not self.callback or (stack and stack[-1].in_body is None):
             return False
-        known = _known_in_callback(local.get("fn"))
-        if known is None or "wrapped_fn_impl" not in local:
+        if local is None:  # `body` is the `fn` of the closure that bound the call
+            known = _known_in_callback(body)
+        else:
+            known = _known_in_callback(local.get("fn"))
+            if "wrapped_fn_impl" not in local:
+                return False
+        if known is None:
             return False
         code = known[2]
         if code is not None and _detect._kinds.get(id(code)) != _detect._BODY:
             return False
-        # (jaxtyping's wrapper calls `push_shape_memo` only once it tested its
-        # off-switches: no need to test them here.)
-        is_tracing = _detect._is_tracing
-        if is_tracing is not None and is_tracing():
-            return False
         check = _seen_in_callback(frame, known)
         check.body_fn = body
-        check.handled = sys.exc_info()[1]
+        check.handled = handled
         if not stack:
             self._stack = stack = []
         stack.append(check)  # type: ignore[union-attr]
         self._waiting = frame
-        check.start = _detect._clock()
+        check.start = start
         return True
 
     def _open_in_callback(self, frame: FrameType, kind: int) -> Open | None:
         local = self.locals
+        recorded = self.recorded
         if local is None:
             local = frame.f_locals
         else:  # read by `_entries._push` for this very frame
             self.locals = None
         fn = local.get("fn") if kind == _detect._JAXTYPING else None
         if fn is None or "wrapped_fn_impl" not in local:
-            described = _detect.describe(frame, kind)
+            described = _detect.describe(frame, kind, checks=recorded)
             if described is None:
                 return None
             return self._opened(frame, described, _IN_CALLBACK, None)
-        if _detect._jaxtyping_switched_off(local):
+        if not recorded and _detect._jaxtyping_switched_off(local):
             return None
         known = _known_in_callback(fn)
         if known is not None:
@@ -436,7 +455,7 @@ class Window(Tracker):
             if code is not None and _detect.kind_of(code) != _detect._BODY:
                 _detect._watch_body(code)  # the guard restarted meanwhile
             return _seen_in_callback(frame, known)
-        described = _detect.describe(frame, kind)
+        described = _detect.describe(frame, kind, checks=recorded)
         if described is None:
             return None
         check = self._opened(frame, described, _IN_CALLBACK, None)

@@ -9,6 +9,7 @@ level, so neither of them imports the other.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import sys
@@ -375,11 +376,18 @@ def watch_callback(
     window.callback = True
     if _detect.monitoring:
         outer = _detect._window.get()
-        token = _detect._window.set(window)
+        # jaxtyping's checks tell us themselves (`_entries`), at a smaller cost to
+        # the callback's own time than following their checker code; what they
+        # wrote down is followed once the window's events are off.
+        recording = _entries.entered(window) if _entries.active() else None
         try:
-            return call(*args, **kwargs)
+            with recording or contextlib.nullcontext():
+                token = _detect._window.set(window)
+                try:
+                    return call(*args, **kwargs)
+                finally:
+                    _detect._window.reset(token)
         finally:
-            _detect._window.reset(token)
             window.settle()
             if window.checks:
                 _report_callback(primitive, callback, window.checks, outer)
