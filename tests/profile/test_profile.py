@@ -1550,3 +1550,67 @@ def test_profiling_changes_no_verdict(every_checker):
     profiled, plain = map(int, out.stdout.split())
     assert plain > 0
     assert profiled == plain
+
+
+def _quantity(typecheck, build):
+    """A checked dataclass node whose registered unflatten builds it with
+    `build(cls, unit, value)`."""
+    import dataclasses
+
+    @jaxtyped(typechecker=typecheck)
+    @dataclasses.dataclass
+    class Quantity:
+        value: Float[Array, "..."]
+        unit: str
+
+    jax.tree_util.register_pytree_node(
+        Quantity,
+        lambda q: ((q.value,), q.unit),
+        lambda unit, children: build(Quantity, unit, children[0]),
+    )
+    return Quantity
+
+
+def _directly(cls, unit, value):
+    return cls(value, unit)
+
+
+def _through_a_factory(cls, unit, value):
+    return _directly(cls, unit, value)  # a helper of the helper
+
+
+@pytest.mark.allow_runtime_typechecks
+def test_a_node_built_by_its_unflattens_helper_is_a_rebuild(typecheck):
+    # A registered unflatten that builds the node through a factory function (the
+    # rule `install()`'s evidence uses: every frame in between runs the unflatten's
+    # own code) is JAX rebuilding the tree, as when it calls the class itself: the
+    # same windows, counts and removable checks (review round 15, F5).
+    def rows(build):
+        Quantity = _quantity(typecheck, lambda cls, unit, v: build(cls, unit, v))
+        step = jax.jit(lambda q: jax.tree.map(lambda v: 2 * v, q))
+        with typecheck_guard.profile() as profile:
+            q = Quantity(jnp.ones(3), "m")
+            for _ in range(3):
+                q = step(q)
+        return {
+            (s["when"], s["count"], s["removable"], s["rebuild"])
+            for s in profile.to_dict()["sites"]
+        }
+
+    direct, factory = rows(_directly), rows(_through_a_factory)
+    assert direct == factory
+    assert {when for when, *_ in factory} == {
+        "compile",
+        "tree",
+        "dispatch",
+        "construction",
+    }
+    assert all(removable for when, _, removable, _ in factory if when != "construction")
+
+    # A function the unflatten is handed (not its own code) builds the node: a
+    # construction, as install() checks it.
+    def handed(cls, unit, value, make=_directly):
+        return (lambda: make(cls, unit, value))()
+
+    made = rows(handed)
+    assert ("construction", 1, False, False) in made

@@ -241,6 +241,12 @@ def outside_checkers(frame: FrameType | None) -> FrameType | None:
 # The innermost code of every registered Python unflatten function, refreshed when
 # the registry grows.
 _unflatten_codes: dict[int, CodeType] = {}  # by id, as above
+# By the id of a registered unflatten's code: the unflatten functions registered
+# with it and their classes (one code, many closures: a lambda made per class), and
+# once asked for, the codes of their own functions (`_adapt._codegen.own_codes`):
+# a frame of that code may run any of them.
+_unflatten_sources: dict[int, list[tuple[Any, Any]]] = {}
+_unflatten_own: dict[int, dict[int, Any]] = {}
 _registry_seen = -1
 # JAX's registry of custom nodes (the dict itself), once JAX is imported: read on
 # every check the profiler files, so not imported again each time.
@@ -274,10 +280,15 @@ def registered_unflatten(code: CodeType) -> bool:
         from .._compat._jax import registry_items
 
         items = registry_items()
-        for _, entry in items:
-            found = _innermost_code(getattr(entry, "from_iter", None))
+        for cls, entry in items:
+            from_iter = getattr(entry, "from_iter", None)
+            found = _innermost_code(from_iter)
             if found is not None:
                 _unflatten_codes[id(found)] = found
+                sources = _unflatten_sources.setdefault(id(found), [])
+                if not any(fn is from_iter for fn, _ in sources):
+                    sources.append((from_iter, cls))
+                    _unflatten_own.pop(id(found), None)
         _registry_seen = len(items)
     return id(code) in _unflatten_codes
 
@@ -303,7 +314,8 @@ def is_rebuild(
        unflatten leaves no frame of its own, so the constructor's caller is the last
        Python frame before it.
     3. A check whose caller is a registered Python unflatten function (a
-       `tree_unflatten` that calls `cls(...)`, or checks a `PyTree[...]` itself).
+       `tree_unflatten` that calls `cls(...)`, or checks a `PyTree[...]` itself), or
+       a constructor called by a helper of one (`registered_unflatten_frame`).
     4. A checked function that *is* a registered unflatten function, called by JAX's
        tree code or from a jitted call's dispatch.
 
@@ -322,10 +334,48 @@ def is_rebuild(
         return True
     if registered_unflatten(code):
         return True
+    if what == "constructor" and registered_unflatten_frame(caller) is not None:
+        return True
     if kind != _frames.NONE and body is not None:
         body_code = _innermost_code(body)
         return body_code is not None and registered_unflatten(body_code)
     return False
+
+
+def registered_unflatten_frame(frame: FrameType | None) -> FrameType | None:
+    """The frame of the registered Python unflatten function that `frame` runs, or
+    runs a helper of (a factory its `tree_unflatten` calls to build the instance),
+    or `None`: that unflatten's frame is `frame` or at most `_HELPER_DEPTH` frames
+    above, and every frame in between runs its own code
+    (`_adapt._codegen.own_codes`, the rule `install()`'s evidence uses), none a
+    constructor of its own."""
+    from .._adapt._codegen import own_codes
+    from .._unflatten._guards import CONSTRUCTOR_NAMES
+
+    between: list[CodeType] = []
+    for _ in range(_HELPER_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if registered_unflatten(code):
+            if not between:
+                return frame
+            own = _unflatten_own.get(id(code))
+            if own is None:
+                own = {}
+                for fn, cls in _unflatten_sources.get(id(code), ()):
+                    own.update(own_codes(fn, cls))
+                _unflatten_own[id(code)] = own
+            return frame if all(own.get(id(c)) is c for c in between) else None
+        if code.co_name in CONSTRUCTOR_NAMES or _frames.kind(code) != _frames.NONE:
+            return None
+        between.append(code)
+        frame = frame.f_back
+    return None
+
+
+# As `install()`'s evidence looks up (`_unflatten._guards._DEPTH`).
+_HELPER_DEPTH: Final = 8
 
 
 def _jit_disabled() -> bool:

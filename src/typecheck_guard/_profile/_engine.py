@@ -291,11 +291,20 @@ def _unseen_dispatch(
     """`situation`, or `dispatch` when JAX's C++ dispatch of a jitted function made
     before the profile started ran the check: then the frame JAX was entered from
     (the check's caller, or the caller of the registered unflatten that made the
-    check) is calling a jitted function (`_guard/_callee.py`). A construction we
+    check, directly or, for a constructor, through its helpers) is calling a jitted
+    function (`_guard/_callee.py`). A construction we
     can't tell from such a rebuild is `unclear`."""
     entry = caller
-    if entry is not None and _situation.registered_unflatten(entry.f_code):
-        entry = _situation.outside_checkers(entry.f_back)
+    if entry is not None:
+        unflatten = (
+            _situation.registered_unflatten_frame(entry)
+            if what == "constructor"
+            else entry
+            if _situation.registered_unflatten(entry.f_code)
+            else None
+        )
+        if unflatten is not None:
+            entry = _situation.outside_checkers(unflatten.f_back)
     called = _callee.callee(entry) if entry is not None else None
     if called is not None and _callee.is_jitted(called):
         fun = getattr(called, "__wrapped__", called)
