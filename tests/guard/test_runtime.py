@@ -1168,36 +1168,47 @@ def _closure(fn):
 
 def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
     # The guard times the body of a jaxtyped function run inside a host callback
-    # through what jaxtyping's closure calls (`_guard/_entries.py`).
-    # What a program can reach of it is the function: cloudpickle (which pickles a
-    # local or `__main__` function's closure by value) writes the function, the
-    # function is not kept alive by us, and nothing of ours is left once we stop.
+    # through the stubs jaxtyping checks its arguments and return value with, which
+    # run before and after the body (`_guard/_entries.py`). The body runs with
+    # nothing of ours on its stack, inside callbacks and out; what a program can
+    # reach of the closure is jaxtyping's: cloudpickle (which pickles a local or
+    # `__main__` function's closure by value) writes jaxtyping's stubs, the function
+    # is not kept alive by us.
     import gc
     import weakref
 
     import cloudpickle
 
+    callers = []
+
     def make():
         @jaxtyped(typechecker=beartype)
-        def progress(x: Float[ArrayLike, ""]) -> None:
-            pass
+        def progress(x: Float[ArrayLike, ""]) -> Float[ArrayLike, ""]:
+            callers.append(sys._getframe(1).f_code.co_name)
+            return x
 
         return progress
 
     progress = make()
     impl = _closure(progress)["wrapped_fn_impl"].cell_contents
     body = progress.__wrapped__
+    stubs = {name: _closure(impl)[name].cell_contents for name in ("param_fn", "full_fn")}
     with typecheck_guard.runtime_checks("log"):
         _in_a_loop("jax.pure_callback", progress, times=2)(jnp.zeros(()))
         jax.effects_barrier()
-    hooked = _closure(impl)["fn"].cell_contents
-    assert type(hooked).__name__ == "_Body"  # ours, in place
+    progress(jnp.zeros(()))  # outside a callback, once hooked
+    assert callers == ["wrapped_fn_impl"] * 3  # the body's caller: jaxtyping's
+    assert _closure(impl)["fn"].cell_contents is body
+    for name, stub in stubs.items():
+        ours = _closure(impl)[name].cell_contents
+        assert type(ours).__name__ == "_Stub"  # ours, in place
+        assert ours.__wrapped__ is stub.__wrapped__ and ours.__name__ == stub.__name__
     pickled = cloudpickle.dumps(impl)
     assert b"typecheck_guard" not in pickled
     fn = _closure(pickle.loads(pickled))["fn"].cell_contents
     assert type(fn) is type(body) and fn.__qualname__ == body.__qualname__
     dropped = (weakref.ref(progress), weakref.ref(body))
-    del progress, impl, body, hooked, fn
+    del progress, impl, body, fn, stubs, stub, ours
     jax.clear_caches()  # JAX's compiled callback holds it
     gc.collect()
     assert [ref() for ref in dropped] == [None, None]

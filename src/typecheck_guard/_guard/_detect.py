@@ -547,6 +547,13 @@ def _cells(fn: Any) -> dict[str, Any]:
     return dict(zip(code.co_freevars, closure, strict=False))
 
 
+def unhooked(value: Any) -> Any:
+    """`value`, or the stub of jaxtyping's that our `_entries._Stub` stands for."""
+    from ._entries import _Stub
+
+    return value._typecheck_guard_stub if isinstance(value, _Stub) else value
+
+
 def _cell_value(cells: dict[str, Any], name: str) -> Any:
     try:
         return cells[name].cell_contents
@@ -659,8 +666,8 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
         impl = local.get("wrapped_fn_impl")
         if impl is not None:  # the new-style wrapper: what it calls is in `impl`
             cells = _cells(impl)
-            param_fn = _cell_value(cells, "param_fn")
-            full_fn = _cell_value(cells, "full_fn")
+            param_fn = unhooked(_cell_value(cells, "param_fn"))
+            full_fn = unhooked(_cell_value(cells, "full_fn"))
             signature = _cell_value(cells, "full_signature")
         else:
             param_fn, full_fn = local.get("param_fn"), local.get("full_fn")

@@ -15,15 +15,20 @@ jaxtyping already calls:
   once the arguments are bound: the check starts;
 - `pop_shape_memo`, which it calls in its `finally`: the check ends (failed when it
   raised from the check's own code);
-- the checked function's body, which `wrapped_fn_impl` calls from a closure cell
-  `fn`: the first time we see a function checked we put `_Body(fn)` in that cell,
-  which tells the callback's window when the body starts and ends (the body's time
-  is not the check's);
-- `param_signature.bind`, from a closure cell too: with the body hook we put an
-  equal `_Bound` signature there, whose `bind` leaves the arguments it bound with
-  the body hook of its closure. `push_shape_memo` receives those very arguments, so
-  the next checks of that function are known without reading the frame's locals
-  (2-4 us inside a callback, as much as the rest of the bookkeeping).
+- the checked function's body, which `wrapped_fn_impl` runs between the two
+  typechecked stubs jaxtyping made for it, `param_fn` (the arguments) and
+  `full_fn` (the return value), both in closure cells: the first time we see a
+  function checked we put a `_Stub` in each, which tells the callback's window
+  when the body starts (the argument stub returned) and ends (the return stub
+  starts, or the check ends: a body that raised, or no return value to check), so
+  that the body's time is not the check's, with nothing of ours on the stack while
+  the body runs;
+- `param_signature.bind`, from a closure cell too: with the stubs we put an equal
+  `_Bound` signature there, whose `bind` leaves the arguments it bound with the
+  checked function of its closure. `push_shape_memo` receives those very
+  arguments, so the next checks of that function are known without reading the
+  frame's locals (2-4 us inside a callback, as much as the rest of the
+  bookkeeping).
 
 Every cell is put back when the guard's patches are released; none keeps a
 function alive meanwhile.
@@ -84,13 +89,13 @@ class _Local(threading.local):
     # and a missing attribute of a `threading.local` costs an `AttributeError`
     # raised and caught (1-2 us, where the read itself costs 80 ns).
     window: Any = None
-    # What `_Bound.bind` bound last in a callback window, with its closure's body
-    # hook, until `_push` takes it: `(BoundArguments, _Body)`.
+    # What `_Bound.bind` bound last in a callback window, with its closure's checked
+    # function, until `_push` takes it: `(BoundArguments, fn)`.
     bound: Any = None
 
 
 _local = _Local()
-# The `wrapped_fn_impl` closures whose `fn` cell holds a `_Body` of ours.
+# The `wrapped_fn_impl` closures whose cells hold our `_Stub`s and `_Bound`.
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
 
@@ -119,9 +124,10 @@ def entered(window: Any) -> Any:
 
 
 # What the hooks write down in a callback window's `events`, in order:
-# `(_STARTED, frame, locals, body hook, exception being handled, time)`,
-# `(_BODY, body hook, time)` and `(_BODY_DONE, body hook, time, raised)` around every
-# call of a body hook, `(_ENDED, frame, exception, time)`.
+# `(_STARTED, frame, locals or None, checked function, exception being handled,
+# time)`; `(_BODY, checked function, time)` when a `_Stub` of arguments returned and
+# `(_BODY_DONE, checked function, time)` when a `_Stub` of a return value starts;
+# `(_ENDED, frame, exception, time)`.
 _STARTED, _BODY, _BODY_DONE, _ENDED = range(4)
 
 
@@ -130,8 +136,6 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
     a check opens where jaxtyping's wrapper started, its body's run is not its time
     when it is the body of the innermost open check, and it ends where that
     wrapper's frame ended."""
-    # Per body hook call still running: the check it paused, or `None`.
-    bodies: list[Any] = []
     for event in events:
         what = event[0]
         try:
@@ -152,25 +156,24 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
             elif what == _BODY:
                 stack = window._stack
                 top = stack[-1] if stack else None
-                if (
-                    top is None
-                    or top.in_body is not None
-                    or top.body_fn is not event[1]
-                ):
-                    bodies.append(None)
-                else:
+                if top is not None and top.in_body is None and top.body_fn is event[1]:
                     window.pause(top, event[1], event[2])
-                    bodies.append(top)
             elif what == _BODY_DONE:
-                top = bodies.pop() if bodies else None
-                if top is not None:
-                    window.resume(top, event[3], event[2])
+                stack = window._stack
+                top = stack[-1] if stack else None
+                if top is not None and top.in_body is event[1]:
+                    window.resume(top, False, event[2])
             else:
                 _, frame, error, end = event
                 stack = window._stack
                 if stack and stack[-1].frame is frame:
                     top = stack[-1]
                     failed = error is not None and error is not top.handled
+                    if top.in_body is not None:
+                        # The body raised, or returned with no return value to check
+                        # (jaxtyping then calls no `full_fn`): it ran until now.
+                        window.resume(top, failed, end)
+                        failed = False
                     window.close(top, failed and not top.body_raised, end)
         except Exception:  # never let the watching break the user's program
             pass
@@ -182,83 +185,76 @@ def active() -> bool:
     return _original_push is not None
 
 
-class _Body:
-    """A checked function's body, as jaxtyping's closure calls it: tells this
-    thread's callback window when it starts and returns, and is the function to
-    everything else that reads it. It calls the function with the arguments as
-    received; its attributes are the function's (jaxtyping reads
-    `__no_type_check__` on it at every call, `__module__` and `__qualname__` in its
-    error messages; `_detect` its code); `inspect.signature` follows `__wrapped__`
-    to the function; and a pickler that reaches it through the closure (cloudpickle
-    pickles a `__main__` function's closure by value) writes the function itself.
-    What it can't hide is its frame, between jaxtyping's and the body's, while the
-    body runs (3.11, inside host callbacks, while the guard is on)."""
+class _Stub:
+    """What we put in the `param_fn` and `full_fn` cells of jaxtyping's
+    `wrapped_fn_impl`: the typechecked stubs it checks the arguments and the return
+    value with. Between the two, `wrapped_fn_impl` runs the checked function's
+    body, whose time is not the check's: in a host callback's window, the argument
+    stub leaves "the body of `fn` starts" once it returned, the return stub "it
+    ended" before it runs. So nothing of ours is on the stack while the body runs
+    (its frames, its recursion limit, a warning's `stacklevel` are as without us).
+    It calls the stub with the arguments as received, and is the stub to everything
+    else that reads it: its attributes are the stub's, and a pickler that reaches it
+    through the closure (cloudpickle pickles a `__main__` function's closure by
+    value) writes the stub itself. Its own frame shows in the traceback of a failed
+    check (the checker's error, which jaxtyping raises its own from)."""
 
-    __slots__ = ("fn", "__dict__", "__weakref__")
+    __slots__ = (
+        "_typecheck_guard_stub",
+        "_typecheck_guard_fn",
+        "_typecheck_guard_returns",
+        "__weakref__",
+    )
 
-    def __init__(self, fn: Any):
-        self.fn = fn
-        for name in ("__module__", "__name__", "__qualname__", "__doc__", "__code__"):
-            try:
-                setattr(self, name, getattr(fn, name))
-            except AttributeError:
-                pass
-        self.__wrapped__ = fn
+    def __init__(self, stub: Any, fn: Any, returns: bool):
+        self._typecheck_guard_stub = stub
+        self._typecheck_guard_fn = fn
+        self._typecheck_guard_returns = returns
 
     def __getattr__(self, name: str) -> Any:
-        if name == "fn":  # not set yet (copy, unpickling)
+        if name.startswith("_typecheck_guard_"):  # not set yet (copy, unpickling)
             raise AttributeError(name)
-        return getattr(self.fn, name)
-
-    @property
-    def __no_type_check__(self) -> Any:
-        # jaxtyping reads it on every call, `getattr(fn, "__no_type_check__",
-        # False)`: answered without raising (and catching) an `AttributeError` when
-        # the function has none, which cost microseconds per check.
-        return getattr(self.fn, "__no_type_check__", False)
+        return getattr(self._typecheck_guard_stub, name)
 
     def __reduce__(self) -> Any:
-        # The function, behind a standard library callable that returns it: the
-        # unpickled closure holds the function, in a process with or without us.
-        return (operator.itemgetter(0), ((self.fn,),))
+        # The stub, behind a standard library callable that returns it: the
+        # unpickled closure holds the stub, in a process with or without us.
+        return (operator.itemgetter(0), ((self._typecheck_guard_stub,),))
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         window = _local.window
         events = window.events if window is not None else None
         if events is None:
-            return self.fn(*args, **kwargs)
+            return self._typecheck_guard_stub(*args, **kwargs)
+        fn = self._typecheck_guard_fn
         entered = window.entered
+        if self._typecheck_guard_returns:  # the body returned: its value is checked
+            events.append((_BODY_DONE, fn, _detect._clock()))
+            if entered and entered[-1] is None:
+                entered.pop()
+            return self._typecheck_guard_stub(*args, **kwargs)
+        out = self._typecheck_guard_stub(*args, **kwargs)
         if entered is not None:
             entered.append(None)
-        events.append((_BODY, self, _detect._clock()))
-        try:
-            out = self.fn(*args, **kwargs)
-        except BaseException:
-            events.append((_BODY_DONE, self, _detect._clock(), True))
-            if entered:
-                entered.pop()
-            raise
-        events.append((_BODY_DONE, self, _detect._clock(), False))
-        if entered:
-            entered.pop()
+        events.append((_BODY, fn, _detect._clock()))
         return out
 
 
 class _Bound(inspect.Signature):
     """jaxtyping's `param_signature`, which the new-style `wrapped_fn` binds each
     call's arguments with and then passes `bound.arguments` to `push_shape_memo`:
-    in a host callback's window, its `bind` leaves what it bound with the body hook
-    of its closure, so that `_push` knows which function's check starts without
+    in a host callback's window, its `bind` leaves what it bound with the checked
+    function of its closure, so that `_push` knows which function's check starts without
     reading the frame's locals (those very arguments are the evidence). Equal to
     the signature, and it prints, copies and pickles as one."""
 
-    __slots__ = ("_typecheck_guard_original", "_typecheck_guard_body")
+    __slots__ = ("_typecheck_guard_original", "_typecheck_guard_fn")
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
         bound = self._bind(args, kwargs)  # what `inspect.Signature.bind` does
         if _local.window is not None:
-            _local.bound = (bound, getattr(self, "_typecheck_guard_body", None))
+            _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None))
         return bound
 
     def __reduce__(self) -> Any:
@@ -272,54 +268,59 @@ class _Bound(inspect.Signature):
         return f"<Signature {self}>"
 
 
-def _bound(signature: inspect.Signature, body: _Body) -> _Bound:
+def _bound(signature: inspect.Signature, fn: Any) -> _Bound:
     bound = object.__new__(_Bound)
     for slot in ("_parameters", "_return_annotation"):
         object.__setattr__(bound, slot, getattr(signature, slot))
     object.__setattr__(bound, "_typecheck_guard_original", signature)
-    object.__setattr__(bound, "_typecheck_guard_body", body)
+    object.__setattr__(bound, "_typecheck_guard_fn", fn)
     return bound
 
 
-def _hook_body(local: dict[str, Any]) -> Any:
-    """Put `_Body(fn)` in the `fn` cell of the `wrapped_fn` whose locals are `local`
-    (once per checked function); the `_Body`, or `None` if we can't."""
-    fn = local.get("fn")
-    if isinstance(fn, _Body):
-        return fn
+def _hook(local: dict[str, Any]) -> Any:
+    """Put our `_Stub`s in the `param_fn` and `full_fn` cells and a `_Bound` in the
+    `param_signature` cell of the closure whose `wrapped_fn` has the locals `local`
+    (once per checked function). Returns the checked function, which the stubs and
+    the signature name in the window's events, or `None` if we can't (another
+    jaxtyping, or the profiler's hooks in those cells)."""
     impl = local.get("wrapped_fn_impl")
     cells = _detect._cells(impl) if impl is not None else {}
-    cell = cells.get("fn")
-    if cell is None:
+    try:
+        cell_fn, cell_param, cell_full = (
+            cells["fn"],
+            cells["param_fn"],
+            cells["full_fn"],
+        )
+        cell_signature = cells["param_signature"]
+    except KeyError:
         return None
     with _cells_lock:
         try:
-            current = cell.cell_contents
+            fn, param, full = (
+                c.cell_contents for c in (cell_fn, cell_param, cell_full)
+            )
+            signature = cell_signature.cell_contents
         except ValueError:
             return None
-        if isinstance(current, _Body):
-            local["fn"] = current
-            return current
-        if hasattr(current, "__typecheck_guard_body__"):
-            # The profiler's own body hook (`_profile/_engine.py`): it puts back
-            # what it replaced when it stops, so we don't stack ours on it.
+        if isinstance(param, _Stub):
+            return param._typecheck_guard_fn
+        if (
+            type(signature) is not inspect.Signature
+            or isinstance(full, _Stub)
+            or hasattr(fn, "__typecheck_guard_body__")
+        ):
+            # The profiler's hooks (`_profile/_engine.py`): it puts back what it
+            # replaced when it stops, so we don't stack ours on them.
             return None
-        body = _Body(current)
-        cell.cell_contents = body
-        local["fn"] = body  # what reading the frame's locals again would give
-        signature_cell = cells.get("param_signature")
-        try:
-            signature = signature_cell.cell_contents if signature_cell else None
-        except ValueError:
-            signature = None
-        if type(signature) is inspect.Signature:
-            bound = _bound(signature, body)
-            signature_cell.cell_contents = bound  # pyright: ignore[reportOptionalMemberAccess]
-            local["param_signature"] = bound
-        # By the closure that holds the cell, weakly: a checked function the
+        cell_param.cell_contents = _Stub(param, fn, False)
+        cell_full.cell_contents = _Stub(full, fn, True)
+        bound = _bound(signature, fn)
+        cell_signature.cell_contents = bound
+        local["param_signature"] = bound  # what reading the locals again would give
+        # By the closure that holds the cells, weakly: a checked function the
         # program drops is not kept alive by us (cells have no weak references).
         _hooked.add(impl)
-    return body
+    return fn
 
 
 def _push(arguments: Any) -> Any:
@@ -342,14 +343,12 @@ def _push(arguments: Any) -> Any:
                 bound = _local.bound
                 if bound is not None and bound[0].arguments is arguments:
                     # `_Bound.bind` bound these very arguments for this call: its
-                    # closure's body hook is this check's.
+                    # closure's checked function is this check's.
                     _local.bound = None
                     local, body = None, bound[1]
                 else:  # the first check of this function we see
                     local = frame.f_locals
-                    body = local.get("fn")
-                    if type(body) is not _Body:
-                        body = _hook_body(local)
+                    body = _hook(local)
                 entered = window.entered
                 if entered is not None:
                     entered.append(frame)
@@ -428,14 +427,16 @@ def _unpatch() -> None:
         _decorator.pop_shape_memo = _original_pop
     with _cells_lock:
         for impl in list(_hooked):
-            cell = _detect._cells(impl).get("fn")
-            body = cell.cell_contents if cell is not None else None
-            if isinstance(body, _Body):
-                cell.cell_contents = body.fn  # pyright: ignore[reportOptionalMemberAccess]
-            cell = _detect._cells(impl).get("param_signature")
-            signature = cell.cell_contents if cell is not None else None
+            cells = _detect._cells(impl)
+            for name in ("param_fn", "full_fn"):
+                hook = _detect._cell_value(cells, name)
+                if isinstance(hook, _Stub):
+                    cells[name].cell_contents = hook._typecheck_guard_stub
+            signature = _detect._cell_value(cells, "param_signature")
             if isinstance(signature, _Bound):
-                cell.cell_contents = signature._typecheck_guard_original  # pyright: ignore[reportOptionalMemberAccess]
+                cells[
+                    "param_signature"
+                ].cell_contents = signature._typecheck_guard_original
         _hooked.clear()
     _original_push = _original_pop = _wrapper_code = None
     _detect.entries_wrapper = None

@@ -98,8 +98,8 @@ class Open:
         (its name is in `checkers`, and for `isinstance`, `pytree` is set)."""
         self.data = data
         self.body_fn: Any = None
-        """The body hook of a check seen through its checker's entry points
-        (`_entries`)."""
+        """The checked function of a check seen through its checker's entry points
+        (`_entries`), as its body's start and end name it."""
         self.handled: Any = None
         """The exception being handled where such a check started."""
 
@@ -405,7 +405,7 @@ class Window(Tracker):
     ) -> bool:
         """What `started` does for jaxtyping's wrapper of a function already checked
         in a callback (`_in_callbacks`), seen at `frame` (its locals `local`, its
-        body hook `body`) by `_entries`, with no check open or in the body of one:
+        checked function `body`) by `_entries`, with no check open or in the body of one:
         opens its check, begun at `start` where `handled` was the exception being
         handled, and returns `True`. `False` leaves every other case to `started`.
         (`_entries` saw that jaxtyping checks and JAX wasn't tracing: jaxtyping's
