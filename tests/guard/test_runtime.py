@@ -1174,6 +1174,7 @@ def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
     # reach of the closure is jaxtyping's: cloudpickle (which pickles a local or
     # `__main__` function's closure by value) writes jaxtyping's stubs, the function
     # is not kept alive by us.
+    import copy
     import gc
     import weakref
 
@@ -1203,6 +1204,8 @@ def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
         ours = _closure(impl)[name].cell_contents
         assert type(ours).__name__ == "_Stub"  # ours, in place
         assert ours.__wrapped__ is stub.__wrapped__ and ours.__name__ == stub.__name__
+        assert ours == stub and hash(ours) == hash(stub) and repr(ours) == repr(stub)
+        assert copy.copy(ours) is stub and copy.deepcopy(ours) is stub
     pickled = cloudpickle.dumps(impl)
     assert b"typecheck_guard" not in pickled
     fn = _closure(pickle.loads(pickled))["fn"].cell_contents

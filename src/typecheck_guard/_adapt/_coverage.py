@@ -53,16 +53,15 @@ def _cells(fn: Any) -> dict[str, Any]:
     code, closure = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
     if code is None or closure is None:
         return {}
-    from .._guard._detect import unhooked
-
     out = {}
     for name, cell in zip(code.co_freevars, closure, strict=False):
         try:
-            # As jaxtyping made it: what the runtime guard put in a cell stands for
-            # the same stub.
-            out[name] = unhooked(cell.cell_contents)
+            value = cell.cell_contents
         except ValueError:  # an empty cell
-            pass
+            continue
+        # As jaxtyping made it: a stand-in the runtime guard put in a cell (for
+        # jaxtyping's stubs) names what it stands for.
+        out[name] = getattr(value, "__typecheck_guard_original__", value)
     return out
 
 

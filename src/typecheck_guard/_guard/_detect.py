@@ -548,10 +548,9 @@ def _cells(fn: Any) -> dict[str, Any]:
 
 
 def unhooked(value: Any) -> Any:
-    """`value`, or the stub of jaxtyping's that our `_entries._Stub` stands for."""
-    from ._entries import _Stub
-
-    return value._typecheck_guard_stub if isinstance(value, _Stub) else value
+    """`value`, or what it stands for when it is a stand-in of ours (the guard's
+    `_entries._Stub` in a jaxtyping closure: jaxtyping's stub)."""
+    return getattr(value, "__typecheck_guard_original__", value)
 
 
 def _cell_value(cells: dict[str, Any], name: str) -> Any:

@@ -21,8 +21,8 @@ jaxtyping already calls:
   function checked we put a `_Stub` in each, which tells the callback's window
   when the body starts (the argument stub returned) and ends (the return stub
   starts, or the check ends: a body that raised, or no return value to check), so
-  that the body's time is not the check's, with nothing of ours on the stack while
-  the body runs;
+  that the body's time is not the check's, with nothing of ours between jaxtyping
+  and the body;
 - `param_signature.bind`, from a closure cell too: with the stubs we put an equal
   `_Bound` signature there, whose `bind` leaves the arguments it bound with the
   checked function of its closure. `push_shape_memo` receives those very
@@ -70,6 +70,7 @@ import weakref
 from typing import Any
 
 from . import _detect
+from ._detect import unhooked
 
 __all__ = ["active", "current", "entered", "patch"]
 
@@ -191,8 +192,8 @@ class _Stub:
     value with. Between the two, `wrapped_fn_impl` runs the checked function's
     body, whose time is not the check's: in a host callback's window, the argument
     stub leaves "the body of `fn` starts" once it returned, the return stub "it
-    ended" before it runs. So nothing of ours is on the stack while the body runs
-    (its frames, its recursion limit, a warning's `stacklevel` are as without us).
+    ended" before it runs. So nothing of ours is between jaxtyping's frame and the
+    body's (its caller, a warning's `stacklevel`, its recursion are as without us).
     It calls the stub with the arguments as received, and is the stub to everything
     else that reads it: its attributes are the stub's, and a pickler that reaches it
     through the closure (cloudpickle pickles a `__main__` function's closure by
@@ -216,10 +217,24 @@ class _Stub:
             raise AttributeError(name)
         return getattr(self._typecheck_guard_stub, name)
 
+    @property
+    def __typecheck_guard_original__(self) -> Any:
+        """What our readers of jaxtyping's closures see here (`_detect.unhooked`)."""
+        return self._typecheck_guard_stub
+
     def __reduce__(self) -> Any:
         # The stub, behind a standard library callable that returns it: the
         # unpickled closure holds the stub, in a process with or without us.
         return (operator.itemgetter(0), ((self._typecheck_guard_stub,),))
+
+    def __eq__(self, other: Any) -> bool:
+        return self._typecheck_guard_stub == unhooked(other)
+
+    def __hash__(self) -> int:
+        return hash(self._typecheck_guard_stub)
+
+    def __repr__(self) -> str:
+        return repr(self._typecheck_guard_stub)
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True

@@ -107,7 +107,13 @@ class Jitted:
     @register_through
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        return _watch.watch(self, sys._getframe(1), args, kwargs)
+        try:
+            return _watch.watch(self, sys._getframe(1), args, kwargs)
+        finally:
+            if _situation.jitted_names:
+                # The names of the jitted calls in flight, by their frames: this
+                # call's frame (and what it holds) is not kept past its end.
+                _situation.jitted_names.clear()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         inner = self._typecheck_guard_jitted

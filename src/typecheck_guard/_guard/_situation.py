@@ -35,6 +35,8 @@ from typing import Any, Final, NamedTuple
 from .._compat._checkers import BEARTYPE_PREFIX
 from .._unflatten import _frames
 from .._unflatten._guards import unflattening
+from .._unflatten._own import own_codes
+from .._unflatten._records import CONSTRUCTOR_NAMES
 from . import _detect
 
 __all__ = [
@@ -243,7 +245,7 @@ def outside_checkers(frame: FrameType | None) -> FrameType | None:
 _unflatten_codes: dict[int, CodeType] = {}  # by id, as above
 # By the id of a registered unflatten's code: the unflatten functions registered
 # with it and their classes (one code, many closures: a lambda made per class), and
-# once asked for, the codes of their own functions (`_adapt._codegen.own_codes`):
+# once asked for, the codes of their own functions (`_unflatten._own.own_codes`):
 # a frame of that code may run any of them.
 _unflatten_sources: dict[int, list[tuple[Any, Any]]] = {}
 _unflatten_own: dict[int, dict[int, Any]] = {}
@@ -347,10 +349,8 @@ def registered_unflatten_frame(frame: FrameType | None) -> FrameType | None:
     runs a helper of (a factory its `tree_unflatten` calls to build the instance),
     or `None`: that unflatten's frame is `frame` or at most `_HELPER_DEPTH` frames
     above, and every frame in between runs its own code
-    (`_adapt._codegen.own_codes`, the rule `install()`'s evidence uses), none a
+    (`_unflatten._own.own_codes`, the rule `install()`'s evidence uses), none a
     constructor of its own."""
-    from .._adapt._codegen import own_codes
-    from .._unflatten._guards import CONSTRUCTOR_NAMES
 
     between: list[CodeType] = []
     for _ in range(_HELPER_DEPTH):
@@ -384,7 +384,29 @@ def _jit_disabled() -> bool:
 
 
 def jitted_name(frame: FrameType, what: str) -> str:
-    """The name of the jitted callable whose wrapper's `__call__` runs at `frame`."""
+    """The name of the jitted callable whose wrapper's `__call__` runs at `frame`.
+    Every check while JAX traces the call asks it (thousands, under jaxtyping's
+    import hook): the names of the calls in flight are kept, by the frame itself
+    (whose `self` and caller don't change while it runs), until a wrapped call
+    ends (`_jitwrap.Jitted.__call__` clears them: no frame is kept past its call)."""
+    if what != "jitted":  # `unflatten_safe(jitted)`'s proxy: no end of ours to see
+        return _jitted_name(frame, what)
+    known = jitted_names.get(id(frame))
+    if known is not None and known[0] is frame:
+        return known[1]
+    name = _jitted_name(frame, what)
+    if len(jitted_names) >= _MAX_JITTED_NAMES:
+        jitted_names.clear()
+    jitted_names[id(frame)] = (frame, name)
+    return name
+
+
+# `jitted_name`'s: `id(frame) -> (frame, name)`.
+jitted_names: dict[int, tuple[FrameType, str]] = {}
+_MAX_JITTED_NAMES: Final = 16
+
+
+def _jitted_name(frame: FrameType, what: str) -> str:
     obj = frame.f_locals.get("self")
     if what == "unflatten_safe":
         obj = getattr(obj, "_typecheck_guard_jitted", None)
