@@ -6,6 +6,7 @@ Every test here that makes a check run at dispatch time on purpose carries
 """
 
 import asyncio
+import contextlib
 import functools as ft
 import logging
 import pickle
@@ -1040,6 +1041,46 @@ def test_checks_in_a_callback_are_counted_as_they_ran(program, typecheck, sink):
     }
     assert all(site.kind == "callback" for site in _totals(sink))
     assert counts == {name: 4 * n for name, n in expected.items()}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_checks_in_a_callback_leave_nothing_open_behind_them(typecheck, monkeypatch):
+    # On 3.12+ the guard keeps, per callback, which jaxtyping checks are open and
+    # whether in their body (what `sys.monitoring` leaves to `_entries`): a body
+    # with no return value to check, or one that raises, ends with its check.
+    from typecheck_guard._guard import _entries
+
+    @jaxtyped(typechecker=typecheck)
+    def unannotated(x: Float[ArrayLike, ""]):
+        pass
+
+    @jaxtyped(typechecker=typecheck)
+    def raising(x: Float[ArrayLike, ""]) -> None:
+        raise KeyError("body")
+
+    left = []
+    entered = _entries.entered
+
+    @contextlib.contextmanager
+    def watching(window):
+        with entered(window):
+            yield
+            left.append(list(window.entered))
+
+    monkeypatch.setattr(_entries, "entered", watching)
+
+    def callback(x):
+        for _ in range(3):
+            unannotated(x)
+            try:
+                raising(x)
+            except KeyError:
+                pass
+
+    with typecheck_guard.runtime_checks("log"):
+        _in_a_loop("jax.debug.callback", callback, times=2)(jnp.zeros(()))
+        jax.effects_barrier()
+    assert left == [[], []]
 
 
 def test_the_signature_the_guard_puts_in_a_checked_closure_is_the_signature():

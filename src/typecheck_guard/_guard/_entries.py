@@ -399,8 +399,13 @@ def _pop() -> Any:
             frame = frame.f_back
         events.append((_ENDED, frame, _exception(), end))
         entered = window.entered
-        if entered and entered[-1] is frame:
-            entered.pop()
+        if entered:
+            if entered[-1] is None and len(entered) > 1 and entered[-2] is frame:
+                # Its body's mark: the body raised, or returned with no return value
+                # to check (no `full_fn` ended it).
+                entered.pop()
+            if entered[-1] is frame:
+                entered.pop()
     return out
 
 
