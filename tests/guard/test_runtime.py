@@ -1023,7 +1023,13 @@ def jaxtyping_config_off(fn):
 
 @pytest.mark.parametrize(
     "program",
-    ["nested", "failing", "in an except block", "traced in the callback", "switched off"],
+    [
+        "nested",
+        "failing",
+        "in an except block",
+        "traced in the callback",
+        "switched off",
+    ],
 )
 def test_checks_in_a_callback_are_counted_as_they_ran(program, typecheck, sink):
     # What jaxtyping's entry points see in a host callback is written down while it
@@ -1234,7 +1240,9 @@ def test_what_the_guard_puts_in_a_checked_closure_is_the_function():
     progress = make()
     impl = _closure(progress)["wrapped_fn_impl"].cell_contents
     body = progress.__wrapped__
-    stubs = {name: _closure(impl)[name].cell_contents for name in ("param_fn", "full_fn")}
+    stubs = {
+        name: _closure(impl)[name].cell_contents for name in ("param_fn", "full_fn")
+    }
     with typecheck_guard.runtime_checks("log"):
         _in_a_loop("jax.pure_callback", progress, times=2)(jnp.zeros(()))
         jax.effects_barrier()

@@ -260,7 +260,7 @@ class _Bound(inspect.Signature):
     """jaxtyping's `param_signature`, which the new-style `wrapped_fn` binds each
     call's arguments with and then passes `bound.arguments` to `push_shape_memo`:
     in a host callback's window, its `bind` leaves what it bound with the checked
-    function of its closure, so that `_push` knows which function's check starts without
+    function of its closure, so that `_push` knows whose check starts without
     reading the frame's locals (those very arguments are the evidence). Equal to
     the signature, and it prints, copies and pickles as one."""
 

@@ -404,12 +404,12 @@ class Window(Tracker):
         start: float,
     ) -> bool:
         """What `started` does for jaxtyping's wrapper of a function already checked
-        in a callback (`_in_callbacks`), seen at `frame` (its locals `local`, its
-        checked function `body`) by `_entries`, with no check open or in the body of one:
-        opens its check, begun at `start` where `handled` was the exception being
-        handled, and returns `True`. `False` leaves every other case to `started`.
-        (`_entries` saw that jaxtyping checks and JAX wasn't tracing: jaxtyping's
-        wrapper tells it only once it tested its off-switches.)"""
+        in a callback (`_in_callbacks`), seen at `frame` (its locals `local`, or
+        `None`; the checked function `body`) by `_entries`, with no check open or in
+        the body of one: opens its check, begun at `start` where `handled` was the
+        exception being handled, and returns `True`. `False` leaves every other case
+        to `started`. (`_entries` saw that jaxtyping checks and JAX wasn't tracing:
+        jaxtyping's wrapper tells it only once it tested its off-switches.)"""
         stack = self._stack
         if not self.callback or (stack and stack[-1].in_body is None):
             return False
