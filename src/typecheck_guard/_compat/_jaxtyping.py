@@ -24,7 +24,13 @@ from typing import Any, NamedTuple
 
 from .._errors import PRIVATE_API_CHANGED, Unsupported
 
-__all__ = ["Jaxtyping", "import_hook_packages", "load", "treepath_prefix"]
+__all__ = [
+    "Jaxtyping",
+    "import_hook_packages",
+    "load",
+    "signature_as",
+    "treepath_prefix",
+]
 
 
 def import_hook_packages(module_name: str | None) -> tuple[str, ...] | None:
@@ -74,6 +80,21 @@ class Jaxtyping(NamedTuple):
     named_variadic_dim: type
     fixed_dim: type
     anonymous_dims: tuple[Any, ...]
+
+
+def signature_as(cls: type, signature: Any, **slots: Any) -> Any:
+    """jaxtyping's `param_signature` (an `inspect.Signature`) as an instance of
+    `cls`, a subclass of ours with the slots `_typecheck_guard_original` (set to
+    `signature`) and `slots`: equal to it, sharing its parameters, built without
+    `Signature.__init__` (which would check them again). What the runtime guard and
+    the profiler put in the closure cell jaxtyping binds each call with."""
+    copy = object.__new__(cls)
+    for slot in ("_parameters", "_return_annotation"):
+        object.__setattr__(copy, slot, getattr(signature, slot))
+    object.__setattr__(copy, "_typecheck_guard_original", signature)
+    for slot, value in slots.items():
+        object.__setattr__(copy, slot, value)
+    return copy
 
 
 def treepath_prefix(index: int, structure: str) -> str:

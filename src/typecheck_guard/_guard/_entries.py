@@ -69,10 +69,11 @@ import threading
 import weakref
 from typing import Any
 
+from .._compat._jaxtyping import signature_as
 from . import _detect
 from ._detect import unhooked
 
-__all__ = ["active", "current", "entered", "patch"]
+__all__ = ["active", "entered", "patch"]
 
 _getframe = sys._getframe
 
@@ -99,11 +100,6 @@ _local = _Local()
 # The `wrapped_fn_impl` closures whose cells hold our `_Stub`s and `_Bound`.
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
-
-
-def current() -> Any:
-    """The callback window of this thread, or `None`."""
-    return _local.window
 
 
 @contextlib.contextmanager
@@ -283,15 +279,6 @@ class _Bound(inspect.Signature):
         return f"<Signature {self}>"
 
 
-def _bound(signature: inspect.Signature, fn: Any) -> _Bound:
-    bound = object.__new__(_Bound)
-    for slot in ("_parameters", "_return_annotation"):
-        object.__setattr__(bound, slot, getattr(signature, slot))
-    object.__setattr__(bound, "_typecheck_guard_original", signature)
-    object.__setattr__(bound, "_typecheck_guard_fn", fn)
-    return bound
-
-
 def _hook(local: dict[str, Any]) -> Any:
     """Put our `_Stub`s in the `param_fn` and `full_fn` cells and a `_Bound` in the
     `param_signature` cell of the closure whose `wrapped_fn` has the locals `local`
@@ -329,7 +316,7 @@ def _hook(local: dict[str, Any]) -> Any:
             return None
         cell_param.cell_contents = _Stub(param, fn, False)
         cell_full.cell_contents = _Stub(full, fn, True)
-        bound = _bound(signature, fn)
+        bound = signature_as(_Bound, signature, _typecheck_guard_fn=fn)
         cell_signature.cell_contents = bound
         local["param_signature"] = bound  # what reading the locals again would give
         # By the closure that holds the cells, weakly: a checked function the

@@ -59,6 +59,7 @@ from types import CodeType, FrameType
 from typing import Any, Final
 
 from .._compat._importhook import after_import
+from .._compat._jaxtyping import signature_as
 from .._guard import _callee, _detect, _situation
 from .._guard._monitoring import Monitor
 from .._guard._track import Open, Tracker, import_hook_of, open_described, raised
@@ -516,11 +517,7 @@ class _Signature(inspect.Signature):
 
 
 def _quiet_signature(signature: inspect.Signature) -> _Signature:
-    quiet = object.__new__(_Signature)
-    for slot in ("_parameters", "_return_annotation"):
-        object.__setattr__(quiet, slot, getattr(signature, slot))
-    object.__setattr__(quiet, "_typecheck_guard_original", signature)
-    return quiet
+    return signature_as(_Signature, signature)
 
 
 def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
