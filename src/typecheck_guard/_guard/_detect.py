@@ -50,7 +50,7 @@ import os
 import sys
 import time
 import weakref
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any, Final, NamedTuple
 
 from .._compat._checkers import (
@@ -91,8 +91,19 @@ _CHECKER_NAMES: Final = {
 _kinds: dict[int, int] = {}
 _codes: dict[int, CodeType] = {}
 _MAX_KINDS: Final = 50_000
-# Checker code objects found by `prepare()`.
-_known: dict[CodeType, int] = {}
+# Checker code objects found by `prepare()`, by id as above (each new code object's
+# first start is looked up here, and hashing a module's code takes microseconds),
+# held in `_known_codes`.
+_known: dict[int, int] = {}
+_known_codes: list[CodeType] = []
+
+
+def _know(codes: dict[CodeType, int]) -> None:
+    for code, kind in codes.items():
+        _known[id(code)] = kind
+        _known_codes.append(code)
+
+
 _instancecheck_owners: list[type] = []
 # jaxtyping's `_MetaPyTree`, once `jaxtyping._pytree_type` is imported.
 _pytree_meta: type | None = None
@@ -198,7 +209,7 @@ def _jaxtyping_codes() -> None:
     wrapper = _new_style_wrapper(_decorator.jaxtyped.__code__)
     if wrapper is not None:
         codes[wrapper] = _JAXTYPING
-    _known.update(codes)
+    _know(codes)
     _instancecheck(
         importlib.import_module("jaxtyping._array_types"), "_MetaAbstractArray"
     )
@@ -271,11 +282,11 @@ def _typeguard_codes() -> None:
                 "typeguard",
                 installed("typeguard"),
             )
-        _known.update(dict.fromkeys(wrappers, _TYPEGUARD))
+        _know(dict.fromkeys(wrappers, _TYPEGUARD))
     for fn in sources:
         code = getattr(fn, "__code__", None)
         if code is not None:
-            _known[code] = _TYPEGUARD
+            _know({code: _TYPEGUARD})
 
 
 def _beartype_codes() -> None:
@@ -307,7 +318,7 @@ def _beartype_codes() -> None:
         "check_pep557_dataclass_field",
     )
     if setattr_code is not None:
-        _known[setattr_code] = _BEARTYPE
+        _know({setattr_code: _BEARTYPE})
 
 
 # What to read of each library, once it is imported (`_jitwrap` asks, at start for
@@ -420,6 +431,7 @@ def prepare() -> None:
     _library_dirs = _package_dirs()
     _checker_dirs = package_dirs(CHECKERS)
     _known.clear()
+    _known_codes.clear()
     _instancecheck_owners.clear()
     _instancecheck_files.clear()
     _pytree_meta = None
@@ -427,7 +439,7 @@ def prepare() -> None:
 
 
 def _kind_of_code(code: CodeType) -> int:
-    kind = _known.get(code)
+    kind = _known.get(id(code))
     if kind is not None:
         return kind
     if code.co_filename.startswith(BEARTYPE_PREFIX) and code.co_name != "<module>":
@@ -435,13 +447,12 @@ def _kind_of_code(code: CodeType) -> int:
         # (decoration, not a check): jaxtyping < 0.3 decorates a fresh function on
         # every construction of a dataclass it checks.
         return _BEARTYPE
-    if (
-        code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files
-    ) or any(
-        getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code
-        for owner in _instancecheck_owners
-    ):
+    if code.co_name == "__instancecheck__" and code.co_filename in _instancecheck_files:
         return _ISINSTANCE
+    # (A loop, not `any(...)`: every code object's first start comes here.)
+    for owner in _instancecheck_owners:
+        if getattr(vars(owner).get("__instancecheck__"), "__code__", None) is code:
+            return _ISINSTANCE
     return _PLAIN
 
 
@@ -494,14 +505,26 @@ def _function_of(frame: FrameType | None) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
+# Whether jaxtyping checks dataclasses through `_check_dataclass_annotations` (< 0.3),
+# once `jaxtyping._decorator` is imported.
+_dataclass_checks: bool | None = None
+
+
 def _dataclass_init(frame: FrameType) -> str | None:
     """`Cls.__init__` when this check is jaxtyping < 0.3's check of a dataclass's
     fields: it runs after `__init__`, through a function it generates per
     construction and names after the class (`_check_dataclass_annotations`).
     jaxtyping 0.3 has no such function: then no stack to walk, on every check."""
-    decorator = sys.modules.get("jaxtyping._decorator")
-    if decorator is None or not hasattr(decorator, "_check_dataclass_annotations"):
-        return None
+    global _dataclass_checks
+    if not _dataclass_checks:
+        if _dataclass_checks is False:  # read once (a miss raises inside `hasattr`)
+            return None
+        decorator = sys.modules.get("jaxtyping._decorator")
+        if decorator is None:
+            return None
+        _dataclass_checks = hasattr(decorator, "_check_dataclass_annotations")
+        if not _dataclass_checks:
+            return None
     caller = frame.f_back
     for _ in range(4):
         if caller is None:
@@ -606,6 +629,48 @@ def _jaxtyping_info(param_fn: Any, full_fn: Any, signature: Any) -> tuple[str, b
     return info
 
 
+# What `describe` makes of a check by jaxtyping's new-style wrapper (all but the
+# frame's locals), by the id of its `wrapped_fn_impl`, whose cells jaxtyping set
+# when it decorated the function: `(weak reference to wrapped_fn_impl, weak
+# reference to the checked function, checked, checker, what, whether the function
+# is the body, pytree)`: nothing that keeps either alive. Under jaxtyping's import hook every call is a check, and working it out
+# again cost most of `describe`. An entry counts only while both references still
+# point to the objects the check has (an id is reused once its object is gone).
+_impl_described: dict[int, tuple[Any, ...]] = {}
+_MAX_IMPLS: Final = 20_000
+
+
+def _describe_impl(impl: Any, fn: Any) -> tuple[Any, ...]:
+    cells = _cells(impl)
+    checker, pytree = _jaxtyping_info(
+        unhooked(_cell_value(cells, "param_fn")),
+        unhooked(_cell_value(cells, "full_fn")),
+        _cell_value(cells, "full_signature"),
+    )
+    checked = qualified(fn)
+    known = (
+        _dead,
+        _dead,
+        checked,
+        checker,
+        _kind_of(checked, _JAXTYPING),
+        isinstance(getattr(fn, "__code__", None), CodeType),
+        pytree,
+    )
+    try:
+        known = (weakref.ref(impl), weakref.ref(fn), *known[2:])
+    except TypeError:  # no weak reference to one of them: worked out every time
+        return known
+    if len(_impl_described) >= _MAX_IMPLS:
+        _impl_described.clear()
+    _impl_described[id(impl)] = known
+    return known
+
+
+def _dead() -> None:
+    return None
+
+
 class Described(NamedTuple):
     """What a check that starts checks. Read once per check, when it starts."""
 
@@ -633,14 +698,23 @@ def _jaxtyping_switched_off(local: dict[str, Any]) -> bool:
     jaxtyping = sys.modules.get("jaxtyping")
     if jaxtyping is not None and getattr(jaxtyping.config, "jaxtyping_disable", False):
         return True
-    if getattr(local.get("fn"), "__no_type_check__", False):
+    if _no_type_check(local.get("fn")):
         return True
     holder = local.get("wrapped_fn_holder")
     try:
         wrapped = holder[0]() if holder else None
     except Exception:
         return False
-    return bool(getattr(wrapped, "__no_type_check__", False))
+    return _no_type_check(wrapped)
+
+
+def _no_type_check(fn: Any) -> bool:
+    """`getattr(fn, "__no_type_check__", False)`, as jaxtyping reads it; for a plain
+    function, from its `__dict__` (a missing attribute raises inside `getattr`:
+    half a microsecond, twice per check)."""
+    if type(fn) is FunctionType:
+        return bool(fn.__dict__.get("__no_type_check__", False))
+    return bool(getattr(fn, "__no_type_check__", False))
 
 
 def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | None:
@@ -661,17 +735,27 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
             return None
         init = _dataclass_init(frame)
         fn = local.get("fn")
-        checked = init if init is not None else qualified(fn)
         impl = local.get("wrapped_fn_impl")
         if impl is not None:  # the new-style wrapper: what it calls is in `impl`
-            cells = _cells(impl)
-            param_fn = unhooked(_cell_value(cells, "param_fn"))
-            full_fn = unhooked(_cell_value(cells, "full_fn"))
-            signature = _cell_value(cells, "full_signature")
+            known = _impl_described.get(id(impl))
+            if known is None or known[0]() is not impl or known[1]() is not fn:
+                known = _describe_impl(impl, fn)
+            if init is None:
+                return Described(
+                    known[2],
+                    known[3],
+                    known[4],
+                    fn if known[5] else None,
+                    True,
+                    known[6],
+                    local,
+                )
+            checker, pytree = known[3], known[6]
         else:
-            param_fn, full_fn = local.get("param_fn"), local.get("full_fn")
-            signature = local.get("full_signature")
-        checker, pytree = _jaxtyping_info(param_fn, full_fn, signature)
+            checker, pytree = _jaxtyping_info(
+                local.get("param_fn"), local.get("full_fn"), local.get("full_signature")
+            )
+        checked = init if init is not None else qualified(fn)
         static = True
         body = fn
     elif kind == _BEARTYPE:
@@ -767,17 +851,18 @@ def _watch_body(code: CodeType) -> None:
     _remember(code, _BODY)
     if monitoring and _monitor.tool is not None and not _monitor.instrument(code):
         # `code` may have answered `DISABLE` to `PY_START` already (plain code, as
-        # far as we knew): switch its events back on. Once per checked function.
-        sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
+        # far as we knew): then switch its events back on.
+        _monitor.restart_for(code)
 
 
 # The `sys.monitoring` backend (Python 3.12+). Toggling `sys.setprofile` around
 # every call is cheap on 3.11 but not on 3.12+, where it re-instruments the code
-# that runs next (a cache-hit `jax.jit` call became ~7x slower). There, while the
-# guard is on, we keep a `PY_START` callback on all code, which answers `DISABLE`
-# for code that is no checker (so that code never calls it again) and, for checker
-# code, asks the window of the current thread/task, if any. `PY_RETURN` is enabled
-# only on checker code; `PY_UNWIND` (global-only) ends a check that raised.
+# that runs next (a cache-hit `jax.jit` call became ~7x slower). There, from the
+# guard's first window on (`listen`), we keep a `PY_START` callback on all code,
+# which answers `DISABLE` for code that is no checker (so that code never calls it
+# again) and, for checker code, asks the window of the current thread/task, if any.
+# `PY_RETURN` is enabled only on checker code; `PY_UNWIND` (global-only) ends a
+# check that raised.
 monitoring = False
 _window: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
@@ -800,7 +885,7 @@ def _on_start(code: CodeType, offset: int) -> Any:
     if kind is None:
         kind = _kind_of_code(code)
         if kind == _PLAIN:
-            return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
+            return _monitor.disable(code)
         _remember(code, kind)
         # Once per code object: `_kinds` is cleared whenever the tool stops, and
         # `_watch_body` switches a body's events on itself.
@@ -863,13 +948,25 @@ def start_monitoring() -> bool:
         return True
     # Only checker code stays in `_kinds` on this backend.
     _clear_kinds()
-    monitoring = _monitor.start(_TOOL_IDS, _on_start, _on_return, _on_unwind)
+    monitoring = _monitor.start(
+        _TOOL_IDS, _on_start, _on_return, _on_unwind, listen=False
+    )
     if monitoring and not _exit_hook:
         # `runtime_checks(level)` keeps the guard on for the rest of the process:
         # its events must stop before the interpreter tears our module down.
         atexit.register(stop_monitoring)
         _exit_hook.append(True)
     return monitoring
+
+
+def listen() -> None:
+    """Switch the guard's events on, when a window is about to watch a call (once).
+    Until then no check is the guard's to follow, and each start of every other
+    code object would call `_on_start` for nothing: under `typecheck-guard
+    profile`, which switches the guard's wrappers on but opens no window, that was
+    about 0.3 s of a 9 s test suite under jaxtyping's import hook."""
+    if not _monitor.listening:
+        _monitor.listen()
 
 
 def stop_monitoring() -> None:

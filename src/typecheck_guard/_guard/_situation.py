@@ -42,12 +42,14 @@ from . import _detect
 __all__ = [
     "WHENS",
     "Situation",
+    "Walk",
     "built_class",
     "caller_of",
     "is_rebuild",
     "register_callback",
     "register_jitted",
     "situation",
+    "walk",
 ]
 
 WHENS: Final = (
@@ -447,20 +449,32 @@ def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:
 _TREE_API: Final = (os.path.join("jax", "_src", "tree.py"),)
 
 
-def situation(
-    frame: FrameType, what: str, cls: type | None = None, body: Any = None
-) -> tuple[Situation, FrameType | None]:
-    """How the check starting at `frame` was reached, and its caller (`caller_of`).
-    Runs once per check, when it starts; `what` is `"constructor"`, `"function"` or
-    `"isinstance"` (`_detect._kind_of`), `cls` the class a constructor builds and
-    `body` the checked function."""
+class Walk(NamedTuple):
+    """What the stack holds from a frame down to its bottom, as far as `situation`
+    asks: the outermost jitted-call wrapper (its frame and what it wraps), the
+    innermost host-callback trampoline, whether any frame runs a host callback, and
+    whether a jitted call's first-run unflatten (`_ONCE_PER_COMPILATION`) is inside
+    every jitted-call wrapper found."""
+
+    jitted: tuple[FrameType, str] | None
+    callback: FrameType | None
+    in_callback: bool
+    compiling: bool
+
+
+def walk(frame: FrameType, below: tuple[FrameType, Walk] | None = None) -> Walk:
+    """The `Walk` of the stack below `frame` (from its caller down). `below`: a
+    frame further down that stack and its own `Walk` (an open check's, whose body
+    the check at `frame` runs in), from which the rest is read: the same answer
+    from a few frames, where each check under jaxtyping's import hook sits 60 or
+    more frames above the test runner's. Where that frame is not on the way down
+    (a generator's body resumed elsewhere), the whole stack is walked."""
     dirs = _dirs()
-    is_tracing = _detect._is_tracing
-    traced = is_tracing is not None and is_tracing()
     jitted: tuple[FrameType, str] | None = None
     callback: FrameType | None = None
     in_callback = False
     compiling = False
+    stop = below[0] if below is not None else None
     f = frame.f_back
     marks = _marks
     while f is not None:
@@ -480,7 +494,36 @@ def situation(
                 in_callback = True
             elif jitted is None:
                 compiling = True
+        if f is stop:
+            rest = below[1]  # type: ignore[index]
+            return Walk(
+                rest.jitted if rest.jitted is not None else jitted,
+                callback if callback is not None else rest.callback,
+                in_callback or rest.in_callback,
+                compiling or (jitted is None and rest.compiling),
+            )
         f = f.f_back
+    return Walk(jitted, callback, in_callback, compiling)
+
+
+def situation(
+    frame: FrameType,
+    what: str,
+    cls: type | None = None,
+    body: Any = None,
+    walked: Walk | None = None,
+) -> tuple[Situation, FrameType | None]:
+    """How the check starting at `frame` was reached, and its caller (`caller_of`).
+    Runs once per check, when it starts; `what` is `"constructor"`, `"function"` or
+    `"isinstance"` (`_detect._kind_of`), `cls` the class a constructor builds and
+    `body` the checked function; `walked`, the stack's `Walk` below `frame`, if the
+    caller has it."""
+    dirs = _dirs()
+    is_tracing = _detect._is_tracing
+    traced = is_tracing is not None and is_tracing()
+    jitted, callback, in_callback, compiling = (
+        walked if walked is not None else walk(frame)
+    )
     caller = caller_of(frame, what)
     rebuild = is_rebuild(cls, what, caller, body)
     name = jitted_name(*jitted) if jitted is not None else None

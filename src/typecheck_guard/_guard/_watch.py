@@ -258,6 +258,7 @@ def watch(
         if _detect._window.get() is not None:  # already watched
             return call(*args, **kwargs)
         window = Window()
+        _detect.listen()
         token = _detect._window.set(window)
         try:
             out = call(*args, **kwargs)
@@ -380,6 +381,7 @@ def watch_callback(
         # the callback's own time than following their checker code; what they
         # wrote down is followed once the window's events are off.
         recording = _entries.entered(window) if _entries.active() else None
+        _detect.listen()
         try:
             with recording or contextlib.nullcontext():
                 token = _detect._window.set(window)

@@ -76,16 +76,12 @@ __all__ = ["attach", "detach"]
 # checker event on 3.12. `_codes` holds each one, so that its id stays its own.
 _kinds: dict[int, int] = {}
 _codes: dict[int, CodeType] = {}
-# The `sys.monitoring` backend: ids of code objects that answered `DISABLE` (plain,
-# as far as we knew then). A body first seen later must have its events restarted.
-_disabled: set[int] = set()
 
 
 def _prepare() -> None:
     # (The guard, switched on first, reads each checker's code as it is imported,
     # and where the checkers are: `_detect.probed_by_checker`.)
     _clear_kinds()
-    _disabled.clear()
 
 
 def _kind_of_code(code: CodeType) -> int:
@@ -332,11 +328,8 @@ def _watch_body(code: CodeType) -> None:
     _remember(code, _detect._BODY)
     if _monitor.tool is not None:
         _monitor.instrument(code)
-        if id(code) in _disabled:
-            # It answered `DISABLE` to `PY_START` before we knew it: switch its
-            # events back on (all code's, once).
-            _disabled.discard(id(code))
-            sys.monitoring.restart_events()  # pyright: ignore[reportAttributeAccessIssue]
+        # It may have answered `DISABLE` to `PY_START` before we knew it.
+        _monitor.restart_for(code)
 
 
 # --- the 3.11 fast path ---------------------------------------------------------------
@@ -757,9 +750,24 @@ def _unpatch_jaxtyping() -> None:
 class _Data:
     """What the profiler keeps about an open check."""
 
-    __slots__ = ("described", "situation", "cls", "function", "handled", "verdict")
+    __slots__ = (
+        "described",
+        "situation",
+        "cls",
+        "function",
+        "handled",
+        "verdict",
+        "walk",
+    )
 
-    def __init__(self, described: Any, situation: Any, cls: Any, handled: Any):
+    def __init__(
+        self,
+        described: Any,
+        situation: Any,
+        cls: Any,
+        handled: Any,
+        walk: _situation.Walk,
+    ):
         self.described = described
         self.situation = situation
         self.cls = cls
@@ -770,6 +778,9 @@ class _Data:
         # there): seeing it again at the end is not the check failing.
         self.handled = handled
         self.verdict = False
+        # The stack below the check's frame (`_situation.walk`), for the checks in
+        # its body.
+        self.walk = walk
 
 
 _PROBE = Record("<setup>", "?", "isinstance", "setup", None, None, False, "", 0.0)
@@ -835,8 +846,18 @@ class _Thread(Tracker):
         if described is None:
             return None
         cls = _situation.built_class(frame, described.what)
+        # A check in the body of an open one: the stack below that check's frame
+        # was walked when it opened.
+        stack = self._stack
+        top = stack[-1] if stack else None
+        below = (
+            (top.frame, top.data.walk)
+            if top is not None and isinstance(top.data, _Data)
+            else None
+        )
+        walked = _situation.walk(frame, below)
         situation, caller = _situation.situation(
-            frame, described.what, cls, described.body
+            frame, described.what, cls, described.body, walked
         )
         if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
             situation = _unseen_dispatch(situation, caller, described.what, cls)
@@ -844,7 +865,7 @@ class _Thread(Tracker):
         code = body.__code__ if body is not None else None
         if code is not None:
             _watch_body(code)
-        data = _Data(described, situation, cls, sys.exc_info()[1])
+        data = _Data(described, situation, cls, sys.exc_info()[1], walked)
         # `unflatten_safe`'s verdict cache checks a call it can't tell from a
         # construction, the first time it sees its key: a pass is the check of every
         # later call with that key (`_finish` files it as `verdict`); a failure is
@@ -853,6 +874,8 @@ class _Thread(Tracker):
         return open_described(frame, described, code, data)
 
     def opened(self, check: Open) -> None:
+        if _original_pop is None:  # no fast path (3.12+, or jaxtyping not patched)
+            return
         start = _detect._clock()
         try:
             self._opened(check)
@@ -956,6 +979,7 @@ _monitor = Monitor("typecheck_guard.profile")
 
 
 _BODY = _detect._BODY
+_JAXTYPING = _detect._JAXTYPING
 
 
 def _on_start(
@@ -970,8 +994,7 @@ def _on_start(
             _remember(code, kind)
         _spent[0] += _detect._clock() - start
         if not kind:
-            _disabled.add(id(code))
-            return sys.monitoring.DISABLE  # pyright: ignore[reportAttributeAccessIssue]
+            return _monitor.disable(code)
     state = _local.state
     stack = state._stack if state is not None else None
     if stack:
@@ -980,6 +1003,8 @@ def _on_start(
             # Checker code inside a check, adding nothing we don't know (each
             # leaf's array check under a `PyTree[...]` check): part of it, nothing
             # to do. The fast way out, called 200 times in a 200-leaf check.
+            if kind == _JAXTYPING and code.co_name == "wrapped_fn":
+                _watch_nested_body(sys._getframe(1))
             return None
     if _monitor.tool is None:  # stopped meanwhile
         return None
@@ -1016,6 +1041,21 @@ def _on_unwind(
             state._error = None
 
 
+def _watch_nested_body(frame: FrameType) -> None:
+    """A function checked by jaxtyping is called inside another check, as part of
+    it (a checker's `isinstance` reading an attribute of an Equinox module): its
+    body, which starts next, is part of that check too, but may be a check's body
+    later. Known as one now, it is not switched off as plain code (`DISABLE`) when
+    it starts, which would cost a `restart_events()` at its first check
+    (`Monitor.restart_for`: all code re-instruments itself and calls us again; in
+    Equinox's `tests/test_jit.py`, `Module.__getattribute__` and `_is_magic` run
+    so first)."""
+    fn = frame.f_locals.get("fn")
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, CodeType) and _kinds.get(id(code)) != _BODY:
+        _watch_body(code)
+
+
 def _start_monitoring() -> bool:
     # The profiler's id first; the runtime guard asks for 4, then 3.
     _clear_kinds()
@@ -1029,7 +1069,6 @@ def _stop_monitoring() -> None:
     _monitor.stop()
     _clear_kinds()
     _forget_threads()
-    _disabled.clear()
 
 
 # --- the engine ----------------------------------------------------------------------
