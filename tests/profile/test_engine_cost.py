@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from beartype import beartype
-from jaxtyping import jaxtyped
+from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
 from typecheck_guard._guard import _situation
@@ -177,6 +177,7 @@ def test_a_function_first_run_inside_a_check_costs_no_restart(
 ):
     restarts = _counting_restarts(monkeypatch)
     with typecheck_guard.profile() as prof:
+        restarts.clear()  # (one when the profile starts, if its id was used before)
         _outer(object())
         assert _inner(2) == 2
     rows = {(s.checked.rsplit(".", 1)[-1], s.count): s.seconds for s in prof.sites}
@@ -220,3 +221,66 @@ def test_the_guards_events_are_off_until_a_window_watches_a_call(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["profile", "True", "window", "True"]
+
+
+@monitoring_only
+def test_code_that_only_runs_inside_checks_is_switched_off_and_no_check_is_lost():
+    import typeguard
+
+    from typecheck_guard._profile import _engine
+
+    @jaxtyped(typechecker=beartype)
+    def by_beartype(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    @jaxtyped(typechecker=typeguard.typechecked)
+    def by_typeguard(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    @typeguard.typechecked  # typeguard's wrapper code: shared with the stubs above
+    def typeguard_alone(x: int) -> int:
+        return x
+
+    @beartype
+    def beartype_alone(x: int) -> int:
+        return by_beartype(jnp.ones(2)).shape[0] + x  # a check in its body
+
+    x = jnp.ones(3)
+    with typecheck_guard.profile() as prof:
+        for _ in range(3):
+            by_beartype(x)
+            by_typeguard(x)
+            typeguard_alone(1)
+            beartype_alone(1)
+        before = _engine._spent[1]
+        for _ in range(50):
+            by_beartype(x)
+        events = _engine._spent[1] - before
+    counts = {s.checked.rsplit(".", 1)[-1]: s.count for s in prof.sites}
+    assert counts == {
+        "by_beartype": 3 + 3 + 50,
+        "by_typeguard": 3,
+        "typeguard_alone": 3,
+        "beartype_alone": 3,
+    }
+    # Its wrapper's start and return, its body's start and return: nothing else
+    # calls the profiler (jaxtyping's `wrapped_fn_impl` and the beartype wrappers
+    # of its argument and return stubs are switched off).
+    assert events == 4 * 50
+
+
+@jaxtyped(typechecker=beartype)
+def _sleeps(x: int) -> int:
+    time.sleep(0.05)  # its body: not its check's time
+    return x
+
+
+@monitoring_only
+def test_a_body_run_plain_in_an_earlier_profile_is_seen_in_the_next():
+    with typecheck_guard.profile():
+        _sleeps.__wrapped__(1)  # the body alone, unchecked: plain code then
+    with typecheck_guard.profile() as prof:
+        _sleeps(1)
+    (site,) = prof.sites
+    assert site.count == 1
+    assert site.seconds < 0.025

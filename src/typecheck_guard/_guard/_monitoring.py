@@ -25,6 +25,8 @@ __all__ = ["Monitor"]
 # How many code objects a tool remembers answering `DISABLE` for before it starts
 # over (`Monitor.disable`).
 _MAX_DISABLED: Final = 100_000
+# The tool ids we have claimed in this process.
+_claimed: set[int] = set()
 
 
 class Monitor:
@@ -68,6 +70,13 @@ class Monitor:
             break
         else:
             return False
+        if tool in _claimed:
+            # What this id's last holder answered `DISABLE` for stays off for this
+            # id, in CPython, until events restart (each code object keeps its own
+            # record): a body disabled in an earlier `profile()` would never be seen
+            # to start in this one, and its time would count as its check's.
+            mon.restart_events()
+        _claimed.add(tool)
         events = mon.events
         mon.register_callback(tool, events.PY_START, on_start)
         mon.register_callback(tool, events.PY_RETURN, on_exit)

@@ -58,6 +58,7 @@ import weakref
 from types import CodeType, FrameType
 from typing import Any, Final
 
+from .._compat._checkers import BEARTYPE_PREFIX
 from .._compat._importhook import after_import
 from .._compat._jaxtyping import signature_as
 from .._guard import _callee, _detect, _situation
@@ -980,6 +981,7 @@ _monitor = Monitor("typecheck_guard.profile")
 
 _BODY = _detect._BODY
 _JAXTYPING = _detect._JAXTYPING
+_BEARTYPE = _detect._BEARTYPE
 
 
 def _on_start(
@@ -1005,6 +1007,10 @@ def _on_start(
             # to do. The fast way out, called 200 times in a 200-leaf check.
             if kind == _JAXTYPING and code.co_name == "wrapped_fn":
                 _watch_nested_body(sys._getframe(1))
+            elif top.static and _part_of_every_check(
+                code, kind, sys._getframe(1), top.frame
+            ):
+                return _monitor.disable(code)
             return None
     if _monitor.tool is None:  # stopped meanwhile
         return None
@@ -1039,6 +1045,36 @@ def _on_unwind(
             state._error = exception
             state.returned(frame, True)
             state._error = None
+
+
+def _part_of_every_check(
+    code: CodeType, kind: int, frame: FrameType, check: FrameType
+) -> bool:
+    """Whether `code`, starting at `frame` inside the jaxtyping check whose wrapper
+    runs at `check`, runs only ever as part of such a check: jaxtyping's
+    `wrapped_fn_impl`, which only its new-style wrapper `wrapped_fn` calls, or the
+    beartype wrapper of one of the stubs jaxtyping checks a function's arguments and
+    return value with (generated for that stub alone, and called only by
+    `wrapped_fn_impl`). Their starts tell us nothing (the check's checkers are read
+    from its layers): switched off (`DISABLE`, until all code's events restart),
+    they cost no callback, three of the seven a check makes. Never a typeguard
+    wrapper: typeguard's code is shared by every function it checks."""
+    caller = frame.f_back
+    if caller is None:
+        return False
+    if kind == _JAXTYPING:
+        return (
+            code.co_name == "wrapped_fn_impl"
+            and caller is check
+            and caller.f_code.co_name == "wrapped_fn"
+        )
+    return (
+        kind == _BEARTYPE
+        and code.co_filename.startswith(BEARTYPE_PREFIX)
+        and caller.f_back is check
+        and caller.f_code.co_name == "wrapped_fn_impl"
+        and _kinds.get(id(caller.f_code)) == _JAXTYPING
+    )
 
 
 def _watch_nested_body(frame: FrameType) -> None:
