@@ -16,9 +16,11 @@ jitted call:
   threads started later).
 - Python 3.12+: `sys.monitoring`, under a tool id of our own (the profiler's, else
   another free one), so the runtime guard's tool and ours run side by side. A
-  `PY_START` callback answers `DISABLE` for any code that is no checker, so plain
-  code costs nothing after its first call; `PY_RETURN` is on for checker code and
-  the bodies of checked functions only.
+  `PY_START` callback answers `DISABLE` for any code that is no checker, and for
+  checker code that only ever runs inside a jaxtyping check (`_part_of_every_check`),
+  so plain code costs nothing after its first call; `PY_RETURN` is on for checker
+  code and the bodies of checked functions only. A check inside another's body
+  reads the stack only down to that check (`_situation.walk`).
 
 A check's time is the checker's own: the checked function's body is not in it, and
 a check that starts inside that body is its own check, with its own time and its
