@@ -1,6 +1,10 @@
 """Small helpers for tests: running jitted steps, counting checks, version skips."""
 
 import functools as ft
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -10,7 +14,24 @@ from flax import struct
 # module's globals, and silently checks nothing when it can't.
 from jaxtyping import Array, Float, jaxtyped
 
+import typecheck_guard
 from typecheck_guard._compat import _versions
+
+
+def run_script(directory: Path, source: str) -> subprocess.CompletedProcess:
+    """Run `source` as a script of its own in a fresh Python, in `directory`, with
+    this checkout of typecheck_guard importable; its output as text."""
+    script = directory / "script.py"
+    script.write_text(source)
+    env = dict(os.environ, PYTHONPATH=str(Path(typecheck_guard.__file__).parents[1]))
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _too_old(package: str, version: str) -> tuple[bool, str]:

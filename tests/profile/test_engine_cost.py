@@ -10,8 +10,6 @@ less: the same answers as the long way, at a smaller cost.
 - the runtime guard's events are off until a window watches a call.
 """
 
-import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -26,6 +24,7 @@ from beartype import beartype
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
+from helpers import run_script
 from typecheck_guard._guard import _situation
 
 monitoring_only = pytest.mark.skipif(
@@ -208,17 +207,7 @@ with typecheck_guard.profile():
 
 @monitoring_only
 def test_the_guards_events_are_off_until_a_window_watches_a_call(tmp_path: Path):
-    script = tmp_path / "events.py"
-    script.write_text(textwrap.dedent(GUARD_EVENTS))
-    env = dict(os.environ, PYTHONPATH=str(Path(typecheck_guard.__file__).parents[1]))
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_script(tmp_path, textwrap.dedent(GUARD_EVENTS))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["profile", "True", "window", "True"]
 

@@ -27,7 +27,7 @@ from flax import struct
 from jaxtyping import Array, Float, PyTree, jaxtyped
 
 import typecheck_guard
-from helpers import passthrough
+from helpers import passthrough, run_script
 from typecheck_guard._compat import _versions
 from typecheck_guard._guard import _detect
 from typecheck_guard._profile._report import fix
@@ -616,18 +616,7 @@ json.dump(prof.to_dict(), sys.stdout)
 def test_profile_api_labels_the_dispatch_of_a_jitted_function_made_before_it(
     tmp_path: Path,
 ):
-    script = tmp_path / "api.py"
-    script.write_text(API_BEFORE_AFTER)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(typecheck_guard.__file__).parents[1])
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_script(tmp_path, API_BEFORE_AFTER)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert _rows(report, "__main__.State") == {
