@@ -16,6 +16,9 @@ A fourth workload makes many small checks deep in the stack, as jaxtyping's impo
 hook does in a test suite: a checked function calling another ten times, 60 frames
 down. A fifth runs no check at all: eager JAX code (a few `jax.numpy` operations on
 small arrays, Python-bound), the price of profiling for the rest of a program.
+Last, the time a host callback's own Python takes inside a running profile against
+outside one (`_callback_cost.py`), plain and with one small jaxtyped check in it:
+what a program that times its callbacks (a progress meter) sees.
 
 We report the medians of the per-round ratios B / A (the profiler's overhead, with
 the lowest and highest round) and (reported check time per call) / (A - C) (how far
@@ -39,12 +42,15 @@ profile function on every call; no effect on 3.12+).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import platform
 import statistics
 import sys
 import time
 from typing import Any
+
+from _callback_cost import callback_cost
 
 import typecheck_guard
 from typecheck_guard._tools._bench._measure import jaxtyping_disabled
@@ -243,6 +249,21 @@ def main() -> int:
             + f" {m['estimate_ratio']:5.2f}x ({m['estimated_s'] * 1e3:.3f}/"
             + f"{(m['profiled_s'] - m['unprofiled_s']) * 1e3:.3f}ms)"
             + f" {m['overhead_low']:.2f}-{m['overhead_high']:.2f}"
+        )
+
+    def watched(on: bool) -> Any:
+        return (
+            typecheck_guard.profile(every_checker=every)
+            if on
+            else contextlib.nullcontext()
+        )
+
+    for name, (ta, tb, ratio, low, high) in callback_cost(
+        watched, options.rounds, options.calls * 10
+    ).items():
+        print(
+            f"{'callback own time, ' + name:28} {ta * 1e3:9.3f}ms {tb * 1e3:9.3f}ms "
+            f"{ratio:8.2f}x {'':>10} {'':>10} {'-':>22} {'':>19} {low:.2f}-{high:.2f}"
         )
     typecheck_guard.uninstall()
     return 0

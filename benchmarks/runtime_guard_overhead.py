@@ -27,6 +27,8 @@ import time
 import warnings
 from typing import Any
 
+from _callback_cost import callback_cost
+
 import typecheck_guard
 from typecheck_guard._guard import _jitwrap, _watch
 
@@ -156,74 +158,6 @@ def _first_calls(fresh: int) -> float:
     return statistics.median(ratios)
 
 
-def _refresh(n: float) -> str:
-    """What a progress meter's refresh does: a little formatting, a few calls."""
-    width = 40
-    done = int(width * (n % 100) / 100)
-    parts = []
-    for i in range(20):
-        parts.append(f"{i:3d}|{'#' * done}{' ' * (width - done)}| {n:6.2f}%")
-    return "\r".join(parts)
-
-
-def _callback_cost(rounds: int, calls: int) -> dict[str, tuple[float, ...]]:
-    """Per kind of callback: the median time of one run of its own Python,
-    unwatched and watched, and the median of the per-round ratios."""
-    import jax
-    import jax.numpy as jnp
-    from beartype import beartype
-    from jaxtyping import ArrayLike, Float, jaxtyped
-
-    spent: list[float] = []
-
-    def plain(x):
-        start = time.perf_counter()
-        _refresh(float(x))
-        spent.append(time.perf_counter() - start)
-
-    @jaxtyped(typechecker=beartype)
-    def checked_refresh(x: Float[ArrayLike, ""]) -> None:
-        _refresh(float(x))
-
-    def checked(x):
-        start = time.perf_counter()
-        checked_refresh(x)
-        spent.append(time.perf_counter() - start)
-
-    out = {}
-    for name, callback in (("plain", plain), ("jaxtyped", checked)):
-
-        def body(i, x, callback=callback):
-            jax.debug.callback(callback, x)
-            return x + 1.0
-
-        step = jax.jit(lambda x, body=body: jax.lax.fori_loop(0, calls, body, x))
-
-        def run(watched: bool, step: Any = step) -> float:
-            spent.clear()
-            level = "log" if watched else "allow"
-            with typecheck_guard.runtime_checks(level):  # pyright: ignore
-                jax.block_until_ready(step(jnp.zeros(())))
-                jax.effects_barrier()
-            return statistics.median(spent)
-
-        run(False), run(True)  # compiled, checker set up
-        plain_times, watched_times, ratios = [], [], []
-        for _ in range(rounds):
-            a, b = run(False), run(True)
-            plain_times.append(a)
-            watched_times.append(b)
-            ratios.append(b / a)
-        out[name] = (
-            statistics.median(plain_times),
-            statistics.median(watched_times),
-            statistics.median(ratios),
-            min(ratios),
-            max(ratios),
-        )
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -259,8 +193,12 @@ def main() -> None:
             f"{'jax.jit first call (trace + compile)':46} {'':>9} {'':>9} "
             f"{_first_calls(options.fresh):6.2f}"
         )
-    for name, (ta, tb, ratio, low, high) in _callback_cost(
-        options.rounds, options.calls // 3
+
+    def watched(on: bool) -> Any:
+        return typecheck_guard.runtime_checks("log" if on else "allow")  # pyright: ignore
+
+    for name, (ta, tb, ratio, low, high) in callback_cost(
+        watched, options.rounds, options.calls // 3
     ).items():
         print(
             f"{'host callback own time, ' + name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us "
