@@ -26,7 +26,7 @@ e.g. Equinox's own tests at the installed release's tag, with its own settings
 
 or Diffrax's (an ODE library; its `pyproject.toml` checks `diffrax` the same way):
 
-    python benchmarks/import_hook_suite.py --suite /tmp/dfxsuite -- \
+    python benchmarks/import_hook_suite.py --suite /tmp/dfxsuite -- \\
         test/test_progress_meter.py test/test_term.py
 """
 
