@@ -2,9 +2,10 @@
 `runtime_guard_overhead.py` (watched by the runtime guard) and `profile_overhead.py`
 (inside a running `profile()`).
 
-A program may time its callbacks: tqdm prints at most every 0.1 s of a bar's life,
-so a progress meter whose refreshes run slower prints more lines (Diffrax's
-`test_tqdm_progress_meter` counts them). We time the callback's Python from inside
+A program may time its callbacks: tqdm's `update` prints one more line whenever
+0.1 s has passed since its last, so a progress meter whose refreshes run slower
+lives longer and prints more lines (Diffrax's `test_tqdm_progress_meter` counts
+them). We time the callback's Python from inside
 it, plain and checked by jaxtyping (as jaxtyping's import hook checks a library's
 progress meter), unwatched and watched interleaved round by round, and report the
 medians and the median of the per-round ratios.

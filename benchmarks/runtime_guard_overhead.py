@@ -12,7 +12,8 @@ No scenario runs a typecheck at dispatch time: this is the price of watching.
 Also reported: the first call (trace + compile) of a fresh `jax.jit` function, the
 cost per call of a wrapper made while the guard was on, once nothing listens, and
 the time a host callback's own Python takes watched / plain (a progress meter's
-refresh, which a program may time: tqdm prints at most every 0.1 s), measured
+refresh, which a program may time: tqdm prints one more line for each 0.1 s a bar
+lives), measured
 inside the callback, plain and checked by jaxtyping (as jaxtyping's import hook
 checks a library's progress meter), the two interleaved round by round.
 """

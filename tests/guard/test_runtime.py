@@ -906,8 +906,8 @@ def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
 
 class _Meter:
     """What a progress meter does in its host callback (tqdm's refresh): Python
-    work whose speed the program can see (tqdm prints at most every 0.1 s, so a
-    slower callback prints more lines). It records what watches it while it runs:
+    work whose speed the program can see (tqdm prints one more line for each 0.1 s
+    a bar lives, so a slower callback prints more lines). It records what watches it while it runs:
     the profile function (3.11), or each `sys.monitoring` event of the guard's
     tool for its own code (3.12+)."""
 

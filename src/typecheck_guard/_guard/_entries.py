@@ -3,8 +3,8 @@ profile function (3.11 and older) and without following their checker code with
 `sys.monitoring` (3.12+).
 
 A host callback is the user's Python, run on every call of a jitted function, and
-programs time it: tqdm refreshes its bar at most every 0.1 s, so a callback that runs
-slower prints more lines (an ODE library's progress-meter test failed under
+programs time it: tqdm prints one more line for each 0.1 s a bar lives, so a
+callback that runs slower prints more lines (an ODE library's progress-meter test failed under
 `--typecheck-guard=warn` in 9 runs of 9). Under a profile function, CPython 3.11
 runs every instruction through its tracing path and calls the function for every
 call and return: the callback's Python ran 1.5-1.7x slower. So inside a callback we
