@@ -12,7 +12,7 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
-from helpers import make_chex, make_early, run_cached
+from helpers import fresh, make_chex, make_early, run_cached
 
 
 def _custom_node(typecheck):
@@ -48,7 +48,7 @@ def _make(kind, typecheck):
     factory, step = CASES[kind]
     cls = factory(typecheck)
     value = cls(jnp.ones(3), 0.5) if kind == "custom" else cls(jnp.ones(3), jnp.ones(3))
-    return cls, jax.jit(step), value
+    return cls, jax.jit(fresh(step)), value
 
 
 @pytest.mark.allow_runtime_typechecks  # the unguarded comparison checks per call
@@ -267,7 +267,7 @@ def test_state_nests_and_restores_on_error(typecheck):
 @pytest.mark.allow_runtime_typechecks  # its jitted call runs outside unflatten_safe
 def test_threads_are_isolated(typecheck):
     Early = make_early(typecheck)
-    step = jax.jit(_step_struct)
+    step = jax.jit(fresh(_step_struct))
     state = step(Early(jnp.ones(3), jnp.ones(3)))
     start, stop = threading.Event(), threading.Event()
     seen_in_other_thread = []
@@ -393,7 +393,7 @@ def test_class_defined_before_install_under_unflatten_safe(typecheck, request):
     Early = make_early(typecheck)
     request.getfixturevalue("installed")
     assert typecheck_guard._adapt._register.adapted_how(Early) is None
-    step = jax.jit(_step_struct)
+    step = jax.jit(fresh(_step_struct))
     guarded = typecheck_guard.unflatten_safe(step)
     state = guarded(Early(jnp.ones(3), jnp.ones(3)))
     typecheck.reset()
