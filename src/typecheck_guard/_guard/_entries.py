@@ -97,6 +97,12 @@ class _Local(threading.local):
 
 
 _local = _Local()
+# While the profiler follows checks live on 3.11 (`_profile/_engine._stub_body`):
+# told by our `_Stub`s when a checked function's body starts (`True`) and ends.
+profiled_body: Any = None
+# And by our `_Bound` when a call's arguments did not bind (jaxtyping's wrapper at
+# the frame given raises; the check began at the time given).
+profiled_bind_failed: Any = None
 # The `wrapped_fn_impl` closures whose cells hold our `_Stub`s and `_Bound`.
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
@@ -171,7 +177,11 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
                         # (jaxtyping then calls no `full_fn`): it ran until now.
                         window.resume(top, failed, end)
                         failed = False
-                    window.close(top, failed and not top.body_raised, end)
+                    window._error = error
+                    try:
+                        window.close(top, failed and not top.body_raised, end)
+                    finally:
+                        window._error = None
         except Exception:  # never let the watching break the user's program
             pass
 
@@ -236,6 +246,18 @@ class _Stub:
         __tracebackhide__ = True
         window = _local.window
         events = window.events if window is not None else None
+        if profiled_body is not None:
+            # The profiler follows this thread live (3.11, outside its own host
+            # callback windows): the body's start and end, as its own body hook
+            # tells it where the cells are ours.
+            if self._typecheck_guard_returns:
+                profiled_body(self._typecheck_guard_fn, False)
+            else:
+                out = self._typecheck_guard_stub(*args, **kwargs)
+                profiled_body(self._typecheck_guard_fn, True)
+                if events is None:
+                    return out
+                return self._record_body(out)
         if events is None:
             return self._typecheck_guard_stub(*args, **kwargs)
         fn = self._typecheck_guard_fn
@@ -245,10 +267,14 @@ class _Stub:
             if entered and entered[-1] is None:
                 entered.pop()
             return self._typecheck_guard_stub(*args, **kwargs)
-        out = self._typecheck_guard_stub(*args, **kwargs)
-        if entered is not None:
-            entered.append(None)
-        events.append((_BODY, fn, _detect._clock()))
+        return self._record_body(self._typecheck_guard_stub(*args, **kwargs))
+
+    def _record_body(self, out: Any) -> Any:
+        # The argument stub returned `out`: the body starts.
+        window = _local.window
+        if window.entered is not None:
+            window.entered.append(None)
+        window.events.append((_BODY, self._typecheck_guard_fn, _detect._clock()))
         return out
 
 
@@ -263,9 +289,21 @@ class _Bound(inspect.Signature):
     __slots__ = ("_typecheck_guard_original", "_typecheck_guard_fn")
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
-        bound = self._bind(args, kwargs)  # what `inspect.Signature.bind` does
-        if _local.window is not None:
-            _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None))
+        window = _local.window
+        if window is None and profiled_bind_failed is None:
+            return self._bind(args, kwargs)  # what `inspect.Signature.bind` does
+        fn = getattr(self, "_typecheck_guard_fn", None)
+        start = _detect._clock()
+        try:
+            bound = self._bind(args, kwargs)
+        except BaseException:
+            bind_failed(window, fn, start)
+            if profiled_bind_failed is not None:
+                profiled_bind_failed(_getframe(1), start)
+            raise
+        if window is None:
+            return bound
+        _local.bound = (bound, fn, start)
         return bound
 
     def __reduce__(self) -> Any:
@@ -277,6 +315,39 @@ class _Bound(inspect.Signature):
 
     def __repr__(self) -> str:
         return f"<Signature {self}>"
+
+
+def leave_bound(window: Any, bound: Any, fn: Any, start: float) -> None:
+    """`bound` was bound for a call of the checked function `fn`, from `start` on,
+    inside `window`: what `_Bound.bind` leaves for `_push` (the profiler's own
+    signature in the same cell, on 3.11, calls this)."""
+    if window is not None and window.events is not None:
+        _local.bound = (bound, fn, start)
+
+
+def bind_failed(window: Any, fn: Any, start: float) -> None:
+    """The arguments of a call of `fn` did not bind (from `start` until now): for a
+    window that counts such a call as a failed check (the profiler's, which does
+    outside callbacks too: jaxtyping's wrapper raised), write down its start and
+    end, with the error being raised."""
+    events = window.events if window is not None else None
+    if events is None or not window.bind_failures:
+        return
+    end = _detect._clock()
+    frame = _getframe(2)
+    if frame.f_code is not _wrapper_code:
+        frame = frame.f_back
+    if frame is None or frame.f_code is not _wrapper_code:
+        return
+    events.append((_STARTED, frame, None, fn, _handled(), start))
+    events.append((_ENDED, frame, _exception(), end))
+
+
+def _handled() -> Any:
+    """The exception being handled where the check started, below the one `bind`
+    is raising now (`sys.exc_info` inside an `except` names the new one)."""
+    error = _exception()
+    return error.__context__ if error is not None else None
 
 
 def _hook(local: dict[str, Any]) -> Any:
@@ -306,13 +377,13 @@ def _hook(local: dict[str, Any]) -> Any:
             return None
         if isinstance(param, _Stub):
             return param._typecheck_guard_fn
-        if (
-            type(signature) is not inspect.Signature
-            or isinstance(full, _Stub)
-            or hasattr(fn, "__typecheck_guard_body__")
-        ):
-            # The profiler's hooks (`_profile/_engine.py`): it puts back what it
-            # replaced when it stops, so we don't stack ours on them.
+        body = getattr(fn, "__typecheck_guard_body__", None)
+        if body is not None:
+            # The profiler's hooks (`_profile/_engine.py`, 3.11): it puts back what
+            # it replaced when it stops, so we don't stack ours on them. Its body
+            # hook and its signature tell the window what ours would.
+            return body
+        if type(signature) is not inspect.Signature or isinstance(full, _Stub):
             return None
         cell_param.cell_contents = _Stub(param, fn, False)
         cell_full.cell_contents = _Stub(full, fn, True)
@@ -332,7 +403,8 @@ def _push(arguments: Any) -> Any:
         frame = _getframe(1)
         if frame.f_code is not _wrapper_code:
             frame = frame.f_back
-        stack = window._stack
+        live = window.live
+        stack = (window if live is None else live)._stack
         if (
             frame.f_code is _wrapper_code
             and (sys.getprofile() is None or not _watched_call())
@@ -345,17 +417,19 @@ def _push(arguments: Any) -> Any:
                 bound = _local.bound
                 if bound is not None and bound[0].arguments is arguments:
                     # `_Bound.bind` bound these very arguments for this call: its
-                    # closure's checked function is this check's.
+                    # closure's checked function is this check's, which started
+                    # with the binding.
                     _local.bound = None
-                    local, body = None, bound[1]
+                    local, body, start = None, bound[1], bound[2]
                 else:  # the first check of this function we see
                     local = frame.f_locals
                     body = _hook(local)
+                    start = _detect._clock()
                 entered = window.entered
                 if entered is not None:
                     entered.append(frame)
                 window.events.append(
-                    (_STARTED, frame, local, body, _exception(), _detect._clock())
+                    (_STARTED, frame, local, body, _exception(), start)
                 )
             except Exception:  # never let the watching break the user's program
                 pass
