@@ -1,15 +1,18 @@
-"""The profiler inside host callbacks: jaxtyping's checks are written down while the
-callback runs and followed once it returned (`_profile/_engine._in_callback`,
-`_guard/_entries.py`), with what following them live gives.
+"""The profiler and the runtime guard inside host callbacks, whichever of them put
+its hooks in a checked function's closure first.
 
-A program may time its callbacks (tqdm prints one more line for each 0.1 s a bar
-lives), so the callback's own time carries only the writing down: no stack walk,
-no window, no record. These tests compare the records of the same program followed
-live and written down, check by check, and count what runs inside the callback.
+On Python 3.11 both follow a jaxtyping check through cells of jaxtyping's closure:
+the profiler's body hook and signature (`_profile/_engine.py`), or the guard's
+stubs and signature, put there when the guard first saw the function checked in a
+host callback (`_guard/_entries.py`). Each keeps the other's, and each must still
+see what its own would show: the body's start and end (its time is not the check's,
+and a check in it is its own), and a call whose arguments don't bind. These tests
+run the same program with either set of hooks in place and compare the records,
+check by check. (On 3.12+ `sys.monitoring` sees the body itself: the same tests
+pass there.)
 """
 
 import collections
-import sys
 from typing import Any
 
 import jax
@@ -19,7 +22,7 @@ from flax import struct
 from jaxtyping import Array, Float, jaxtyped
 
 import typecheck_guard
-from typecheck_guard._guard import _detect, _entries, _situation, _watch
+from typecheck_guard._guard import _detect, _watch
 from typecheck_guard._profile import _data, _engine
 
 N_CALLS = 3
@@ -55,11 +58,18 @@ def _key(record: _data.Record) -> tuple[Any, ...]:
     )
 
 
-def _program(typecheck: Any) -> Any:
+def _name(record: _data.Record) -> str:
+    parts = record.checked.split(".")
+    return parts[-2] if parts[-1] == "__init__" else parts[-1]
+
+
+def _program(typecheck: Any, guard_first: bool) -> Any:
     """A jitted step whose host callback runs checks of every shape jaxtyping's
     wrapper takes: passing, failing, arguments that don't bind, a check in another's
     body, recursion, a body that raises, no return value to check, a checked
-    constructor, and checks while JAX traces inside the callback."""
+    constructor, and checks while JAX traces inside the callback. Its first run is
+    watched by the runtime guard (`guard_first`: the guard's hooks go in the
+    closures) or by nothing."""
 
     @jaxtyped(typechecker=typecheck)
     def scale(x: Float[Array, ""], k: float) -> Float[Array, ""]:
@@ -104,8 +114,11 @@ def _program(typecheck: Any) -> Any:
         jax.eval_shape(lambda y: outer(y), x)  # JAX traces, in the callback
 
     step = jax.jit(lambda x: jax.debug.callback(host, x) or x + 1.0)
-    jax.block_until_ready(step(jnp.float32(0.0)))
-    jax.effects_barrier()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", [lambda tally: False] if guard_first else [])
+        with typecheck_guard.runtime_checks("log" if guard_first else "allow"):
+            jax.block_until_ready(step(jnp.float32(0.0)))
+            jax.effects_barrier()
 
     def run() -> None:
         x = jnp.float32(1.0)
@@ -117,16 +130,11 @@ def _program(typecheck: Any) -> Any:
     return run
 
 
-def _profiled(run: Any, live: bool) -> _Records:
-    """The records of `run()` in a profile that writes a callback's checks down, or
-    (`live`) follows them live."""
+def _profiled(run: Any) -> _Records:
     recorder = _Records()
     _engine.attach(recorder)
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            if live:
-                patch.setattr(_watch, "profiled", None)
-            run()
+        run()
     finally:
         _engine.detach(recorder)
     return recorder
@@ -134,46 +142,26 @@ def _profiled(run: Any, live: bool) -> _Records:
 
 @pytest.fixture(params=["profiler alone", "guard too"])
 def guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Whether the runtime guard watches host callbacks too (under the pytest
-    plugin's `--typecheck-guard=strict` it does; under `typecheck-guard profile`
-    alone it does not)."""
-    if request.param == "guard too":
-        monkeypatch.setattr(_watch, "_sinks", [lambda tally: False])
-    else:
-        monkeypatch.setattr(_watch, "_sinks", [])
-        assert _watch._level.get() == "allow"
+    """Whether the runtime guard watches host callbacks while the profile runs
+    (under the pytest plugin's `--typecheck-guard=strict` it does; under
+    `typecheck-guard profile` alone it does not)."""
+    sinks = [lambda tally: False] if request.param == "guard too" else []
+    monkeypatch.setattr(_watch, "_sinks", sinks)
     return request.param
 
 
-def _name(record: _data.Record) -> str:
-    parts = record.checked.split(".")
-    return parts[-2] if parts[-1] == "__init__" else parts[-1]
-
-
 @pytest.mark.allow_runtime_typechecks  # the checks run at dispatch, in a callback
-def test_checks_written_down_in_a_callback_are_the_checks_followed_live(
-    typecheck, guard, monkeypatch
+def test_a_callbacks_checks_are_the_same_whoever_hooked_the_function_first(
+    typecheck, guard
 ):
-    run = _program(typecheck)
-    replayed = []
-    original = _entries._replay
-
-    def replay(window: Any, events: Any) -> None:
-        if isinstance(window, _engine._Replay):
-            replayed.append(len(events))
-        original(window, events)
-
-    monkeypatch.setattr(_entries, "_replay", replay)
-    written = _profiled(run, live=False)
-    # The profiler wrote them down itself only where the guard does not watch the
-    # callback (there, both follow them as before).
-    assert bool(replayed) == (guard == "profiler alone")
-    assert all(replayed)
-    live = _profiled(run, live=True)
-    assert collections.Counter(map(_key, written.records)) == collections.Counter(
-        map(_key, live.records)
+    records = {}
+    for guard_first in (False, True):
+        run = _program(typecheck, guard_first)
+        records[guard_first] = _profiled(run).records
+    assert collections.Counter(map(_key, records[True])) == collections.Counter(
+        map(_key, records[False])
     )
-    names = collections.Counter((_name(r), r.when, r.failed) for r in written.records)
+    names = collections.Counter((_name(r), r.when, r.failed) for r in records[True])
     assert names == {
         ("scale", "callback", False): 2 * N_CALLS,  # one in `outer`'s body
         ("scale", "callback", True): 2 * N_CALLS,  # a wrong shape; no binding
@@ -186,15 +174,19 @@ def test_checks_written_down_in_a_callback_are_the_checks_followed_live(
         ("outer", "trace", False): N_CALLS,
         ("scale", "trace", False): N_CALLS,
     }
-    assert {_key(r)[5] for r in written.records if _name(r) == "Reading"} == {
+    assert {_key(r)[5] for r in records[True] if _name(r) == "Reading"} == {
         "_program.<locals>.Reading"
     }
 
 
 @pytest.mark.allow_runtime_typechecks
-def test_a_body_is_not_its_checks_time_in_a_callback(typecheck, guard, monkeypatch):
+@pytest.mark.parametrize("guard_first", [False, True], ids=["profiler", "guard"])
+def test_a_body_is_not_its_checks_time_in_a_callback(
+    typecheck, guard, guard_first, monkeypatch
+):
     # A clock that only moves while a checked function's body runs: every check's
-    # time must then be 0, written down or followed live.
+    # time must then be 0, in the profile and in the guard's tally, whoever's hooks
+    # are in the closures.
     now = [0.0]
 
     @jaxtyped(typechecker=typecheck)
@@ -220,8 +212,14 @@ def test_a_body_is_not_its_checks_time_in_a_callback(typecheck, guard, monkeypat
             failing_body(x)
 
     step = jax.jit(lambda x: jax.debug.callback(host, x) or x)
-    jax.block_until_ready(step(jnp.float32(0.0)))
-    jax.effects_barrier()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", [lambda tally: False] if guard_first else [])
+        with typecheck_guard.runtime_checks("log" if guard_first else "allow"):
+            jax.block_until_ready(step(jnp.float32(0.0)))
+            jax.effects_barrier()
+    tallies: list[Any] = []
+    if guard == "guard too":
+        _watch._sinks[:] = [lambda tally: tallies.append(tally) or False]
 
     def run() -> None:
         with pytest.MonkeyPatch.context() as patch:
@@ -229,86 +227,15 @@ def test_a_body_is_not_its_checks_time_in_a_callback(typecheck, guard, monkeypat
             jax.block_until_ready(step(jnp.float32(1.0)))
             jax.effects_barrier()
 
-    for live in (False, True):
-        records = _profiled(run, live).records
-        names = collections.Counter(map(_name, records))
-        assert names == {"slow": 2, "calls_slow": 1, "failing_body": 1}, live
-        assert [r.seconds for r in records] == [0.0] * 4, live
-        assert not any(r.failed for r in records), live
-
-
-@pytest.mark.allow_runtime_typechecks
-def test_nothing_is_classified_or_recorded_while_the_callback_runs(
-    typecheck, monkeypatch
-):
-    monkeypatch.setattr(_watch, "_sinks", [])  # the profiler alone
-    # What a program that times its callback sees: the callback's own Python
-    # carries no stack walk, no window, no record (tqdm's rule makes a slower
-    # refresh print more lines: Diffrax's progress-meter test counts them).
-    inside = [False]
-    during: list[str] = []
-
-    @jaxtyped(typechecker=typecheck)
-    def refresh(x: Float[Array, ""]) -> None:
-        pass
-
-    def host(x: Any) -> None:
-        inside[0] = True
-        try:
-            for _ in range(5):
-                refresh(jnp.asarray(x))
-        finally:
-            inside[0] = False
-
-    def counted(name: str, fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if inside[0]:
-                during.append(name)
-            return fn(*args, **kwargs)
-
-        return wrapper
-
-    step = jax.jit(lambda x: jax.debug.callback(host, x) or x)
-    jax.block_until_ready(step(jnp.float32(0.0)))
-    jax.effects_barrier()
-    recorder = _Records()
-    _engine.attach(recorder)
-    try:
-        for module, name in (
-            (_situation, "walk"),
-            (_situation, "situation"),
-            (_detect, "describe"),
-            (_engine, "Record"),
-        ):
-            monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
-        for _ in range(N_CALLS):
-            jax.block_until_ready(step(jnp.float32(1.0)))
-        jax.effects_barrier()
-    finally:
-        monkeypatch.undo()
-        _engine.detach(recorder)
-    assert during == []
-    assert [(_name(r), r.when) for r in recorder.records] == [
-        ("refresh", "callback")
-    ] * (5 * N_CALLS)
-
-
-@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.11's profile function")
-@pytest.mark.allow_runtime_typechecks
-def test_every_checker_follows_callbacks_live(typecheck, monkeypatch):
-    # `every_checker=True` (3.11) watches with a profile function everywhere: a
-    # callback's checks are followed live, as before.
-    monkeypatch.setattr(_watch, "_sinks", [])
-
-    @jaxtyped(typechecker=typecheck)
-    def refresh(x: Float[Array, ""]) -> None:
-        pass
-
-    step = jax.jit(lambda x: jax.debug.callback(refresh, x) or x)
-    jax.block_until_ready(step(jnp.float32(0.0)))
-    jax.effects_barrier()
-    with typecheck_guard.profile(every_checker=True) as prof:
-        assert _watch.profiled is None
-        jax.block_until_ready(step(jnp.float32(1.0)))
-        jax.effects_barrier()
-    assert [(s.when, s.count) for s in prof.sites] == [("callback", 1)]
+    records = _profiled(run).records
+    names = collections.Counter(map(_name, records))
+    assert names == {"slow": 2, "calls_slow": 1, "failing_body": 1}
+    assert [r.seconds for r in records] == [0.0] * 4
+    assert not any(r.failed for r in records)
+    if guard == "guard too":
+        seen = collections.Counter()
+        for tally in tallies:
+            for site, (count, seconds, *_) in tally.items():
+                seen[site.checked.rsplit(".", 1)[-1]] += count
+                assert seconds == 0.0, site
+        assert seen == {"slow": 2, "calls_slow": 1, "failing_body": 1}

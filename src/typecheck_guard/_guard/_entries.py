@@ -56,7 +56,10 @@ The profiler (`_profile/_engine.py`) patches `pop_shape_memo` and the same cells
 for its own fast path: it patches after us (it switches our patches on first) and
 puts its own back first, so both chain. A closure whose cells hold the profiler's
 hooks (3.11, while `typecheck-guard profile` runs) gets none of ours: its checks are
-known by the frame's locals, and their body's time is not told apart from theirs.
+known by the frame's locals, and the profiler's body hook writes down the body's
+start and end. A closure whose cells hold ours when the profiler starts keeps
+them, and they tell the profiler what its own hooks would (`profiled_body`,
+`profiled_bind_failed`).
 """
 
 from __future__ import annotations
@@ -97,11 +100,12 @@ class _Local(threading.local):
 
 
 _local = _Local()
-# While the profiler follows checks live on 3.11 (`_profile/_engine._stub_body`):
-# told by our `_Stub`s when a checked function's body starts (`True`) and ends.
+# While the profiler follows checks on 3.11 (`_profile/_engine._stub_body`): told by
+# our `_Stub`s when a checked function's body starts (`True`) and ends, and by our
+# `_Bound` when a call's arguments did not bind (at the frame of jaxtyping's wrapper
+# given, the binding begun at the time given): a function first checked in a host
+# callback the guard watched, before the profiler started, has our cells, not its.
 profiled_body: Any = None
-# And by our `_Bound` when a call's arguments did not bind (jaxtyping's wrapper at
-# the frame given raises; the check began at the time given).
 profiled_bind_failed: Any = None
 # The `wrapped_fn_impl` closures whose cells hold our `_Stub`s and `_Bound`.
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -177,11 +181,7 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
                         # (jaxtyping then calls no `full_fn`): it ran until now.
                         window.resume(top, failed, end)
                         failed = False
-                    window._error = error
-                    try:
-                        window.close(top, failed and not top.body_raised, end)
-                    finally:
-                        window._error = None
+                    window.close(top, failed and not top.body_raised, end)
         except Exception:  # never let the watching break the user's program
             pass
 
@@ -246,35 +246,25 @@ class _Stub:
         __tracebackhide__ = True
         window = _local.window
         events = window.events if window is not None else None
-        if profiled_body is not None:
-            # The profiler follows this thread live (3.11, outside its own host
-            # callback windows): the body's start and end, as its own body hook
-            # tells it where the cells are ours.
-            if self._typecheck_guard_returns:
-                profiled_body(self._typecheck_guard_fn, False)
-            else:
-                out = self._typecheck_guard_stub(*args, **kwargs)
-                profiled_body(self._typecheck_guard_fn, True)
-                if events is None:
-                    return out
-                return self._record_body(out)
-        if events is None:
+        if events is None and profiled_body is None:
             return self._typecheck_guard_stub(*args, **kwargs)
         fn = self._typecheck_guard_fn
-        entered = window.entered
         if self._typecheck_guard_returns:  # the body returned: its value is checked
-            events.append((_BODY_DONE, fn, _detect._clock()))
-            if entered and entered[-1] is None:
-                entered.pop()
+            if profiled_body is not None:
+                profiled_body(fn, False)
+            if events is not None:
+                events.append((_BODY_DONE, fn, _detect._clock()))
+                entered = window.entered
+                if entered and entered[-1] is None:
+                    entered.pop()
             return self._typecheck_guard_stub(*args, **kwargs)
-        return self._record_body(self._typecheck_guard_stub(*args, **kwargs))
-
-    def _record_body(self, out: Any) -> Any:
-        # The argument stub returned `out`: the body starts.
-        window = _local.window
-        if window.entered is not None:
-            window.entered.append(None)
-        window.events.append((_BODY, self._typecheck_guard_fn, _detect._clock()))
+        out = self._typecheck_guard_stub(*args, **kwargs)
+        if events is not None:
+            if window.entered is not None:
+                window.entered.append(None)
+            events.append((_BODY, fn, _detect._clock()))
+        if profiled_body is not None:
+            profiled_body(fn, True)
         return out
 
 
@@ -292,18 +282,16 @@ class _Bound(inspect.Signature):
         window = _local.window
         if window is None and profiled_bind_failed is None:
             return self._bind(args, kwargs)  # what `inspect.Signature.bind` does
-        fn = getattr(self, "_typecheck_guard_fn", None)
         start = _detect._clock()
         try:
             bound = self._bind(args, kwargs)
         except BaseException:
-            bind_failed(window, fn, start)
             if profiled_bind_failed is not None:
                 profiled_bind_failed(_getframe(1), start)
             raise
-        if window is None:
-            return bound
-        _local.bound = (bound, fn, start)
+        if window is not None:
+            # The check started with the binding, as it does where it is followed.
+            _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None), start)
         return bound
 
     def __reduce__(self) -> Any:
@@ -315,39 +303,6 @@ class _Bound(inspect.Signature):
 
     def __repr__(self) -> str:
         return f"<Signature {self}>"
-
-
-def leave_bound(window: Any, bound: Any, fn: Any, start: float) -> None:
-    """`bound` was bound for a call of the checked function `fn`, from `start` on,
-    inside `window`: what `_Bound.bind` leaves for `_push` (the profiler's own
-    signature in the same cell, on 3.11, calls this)."""
-    if window is not None and window.events is not None:
-        _local.bound = (bound, fn, start)
-
-
-def bind_failed(window: Any, fn: Any, start: float) -> None:
-    """The arguments of a call of `fn` did not bind (from `start` until now): for a
-    window that counts such a call as a failed check (the profiler's, which does
-    outside callbacks too: jaxtyping's wrapper raised), write down its start and
-    end, with the error being raised."""
-    events = window.events if window is not None else None
-    if events is None or not window.bind_failures:
-        return
-    end = _detect._clock()
-    frame = _getframe(2)
-    if frame.f_code is not _wrapper_code:
-        frame = frame.f_back
-    if frame is None or frame.f_code is not _wrapper_code:
-        return
-    events.append((_STARTED, frame, None, fn, _handled(), start))
-    events.append((_ENDED, frame, _exception(), end))
-
-
-def _handled() -> Any:
-    """The exception being handled where the check started, below the one `bind`
-    is raising now (`sys.exc_info` inside an `except` names the new one)."""
-    error = _exception()
-    return error.__context__ if error is not None else None
 
 
 def _hook(local: dict[str, Any]) -> Any:
@@ -381,7 +336,7 @@ def _hook(local: dict[str, Any]) -> Any:
         if body is not None:
             # The profiler's hooks (`_profile/_engine.py`, 3.11): it puts back what
             # it replaced when it stops, so we don't stack ours on them. Its body
-            # hook and its signature tell the window what ours would.
+            # hook tells the window when the body starts and ends, as ours would.
             return body
         if type(signature) is not inspect.Signature or isinstance(full, _Stub):
             return None
@@ -403,8 +358,7 @@ def _push(arguments: Any) -> Any:
         frame = _getframe(1)
         if frame.f_code is not _wrapper_code:
             frame = frame.f_back
-        live = window.live
-        stack = (window if live is None else live)._stack
+        stack = window._stack
         if (
             frame.f_code is _wrapper_code
             and (sys.getprofile() is None or not _watched_call())

@@ -512,19 +512,15 @@ def situation(
     cls: type | None = None,
     body: Any = None,
     walked: Walk | None = None,
-    traced: bool | None = None,
 ) -> tuple[Situation, FrameType | None]:
     """How the check starting at `frame` was reached, and its caller (`caller_of`).
-    Runs once per check, when it starts (or once a host callback whose checks were
-    written down returned); `what` is `"constructor"`, `"function"` or
+    Runs once per check, when it starts; `what` is `"constructor"`, `"function"` or
     `"isinstance"` (`_detect._kind_of`), `cls` the class a constructor builds and
     `body` the checked function; `walked`, the stack's `Walk` below `frame`, if the
-    caller has it; `traced`, whether JAX was tracing when the check started, if the
-    caller knows (else it is asked now)."""
+    caller has it."""
     dirs = _dirs()
-    if traced is None:
-        is_tracing = _detect._is_tracing
-        traced = is_tracing is not None and is_tracing()
+    is_tracing = _detect._is_tracing
+    traced = is_tracing is not None and is_tracing()
     jitted, callback, in_callback, compiling = (
         walked if walked is not None else walk(frame)
     )

@@ -129,14 +129,6 @@ class Tracker:
     # The frame whose return the profile function waits for: the innermost open
     # check's body while it runs, else that check's frame.
     _waiting: Any = None
-    # The error the check being closed raised, when the caller knows it.
-    _error: Any = None
-    # While `_entries` records into this tracker: the tracker that follows the same
-    # thread live, whose open checks decide what is recorded (`None`: this one).
-    live: Any = None
-    # Whether a call whose arguments jaxtyping could not bind is a failed check
-    # (the profiler's rule; the runtime guard's: no typecheck ran).
-    bind_failures = False
 
     def open(self, frame: FrameType, kind: int) -> Open | None:  # pragma: no cover
         raise NotImplementedError

@@ -353,11 +353,6 @@ def _report(jitted: Any, caller: Any, window: Window, failed: bool) -> None:
         raise RuntimeTypecheckError(message(tally, raise_for), tally)
 
 
-# The profiler's way into a host callback the guard does not watch
-# (`_profile/_engine._in_callback`), while one runs.
-profiled: Callable[..., Any] | None = None
-
-
 def watch_callback(
     primitive: str,
     callback: Any,
@@ -377,8 +372,6 @@ def watch_callback(
     callback on this thread, if any.
     """
     if not (_sinks or _level.get() != "allow") or _detect._is_tracing is None:
-        if profiled is not None:  # a running profile writes the checks down
-            return profiled(call, args, kwargs)
         return call(*args, **kwargs)
     window = Window()
     window.callback = True

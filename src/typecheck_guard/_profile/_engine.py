@@ -63,7 +63,7 @@ from typing import Any, Final
 from .._compat._checkers import BEARTYPE_PREFIX
 from .._compat._importhook import after_import
 from .._compat._jaxtyping import signature_as
-from .._guard import _callee, _detect, _entries, _situation, _watch
+from .._guard import _callee, _detect, _entries, _situation
 from .._guard._monitoring import Monitor
 from .._guard._track import Open, Tracker, import_hook_of, open_described, raised
 from ._data import Record, Totals
@@ -395,8 +395,8 @@ def _popped() -> None:
 def _stub_body(fn: Any, starting: bool) -> None:
     """The body of the checked function `fn` starts (`starting`) or ends, as the
     runtime guard's stubs in its closure tell (`_guard/_entries._Stub`: a function
-    first checked in a host callback the guard watched, before we started, has
-    its cells and not ours): what our body hook does for the others."""
+    first checked in a host callback the guard watched, before we started, has its
+    cells and not ours): what our body hook does for the others."""
     _spent[2] += 1
     now = _detect._clock()
     state = _local.state
@@ -417,8 +417,8 @@ def _stub_bind_failed(frame: FrameType, start: float) -> None:
     guard's (see `_stub_body`)."""
     _spent[2] += 1
     end = _detect._clock()
-    if frame.f_code is not _wrapper_code or _recorded():
-        return  # not jaxtyping's wrapper, or `_entries` writes it down for us
+    if _mode != "hooks" or frame.f_code is not _wrapper_code:
+        return
     _open_jaxtyping(frame)
     state = _local.state
     stack = state._stack if state is not None else ()
@@ -440,36 +440,8 @@ def _pushed(arguments: Any) -> Any:
         if frame.f_code is not _wrapper_code:
             frame = frame.f_back
         if frame is not None and frame.f_code is _wrapper_code:
-            bound = _entries._local.bound
-            if (
-                bound is not None
-                and bound[0].arguments is arguments
-                and _local.recording is not None
-            ):
-                # In a host callback: our signature bound these very arguments and
-                # left them for `_entries`, which writes the check down for us (in
-                # `_original_push`).
-                pass
-            elif _recorded():
-                # The same, before our body hook and signature are in place: they
-                # go in now, once per checked function.
-                _fast_path(frame, frame.f_locals)
-            else:
-                _open_jaxtyping(frame)
+            _open_jaxtyping(frame)
     return _original_push(arguments)
-
-
-def _recorded() -> bool:
-    """Whether the jaxtyping check starting now on this thread is written down by
-    `_entries` for `_in_callback` to follow once the host callback returned, not
-    followed live: in a callback, outside JAX's tracing (a check while JAX traces,
-    which `_entries` leaves alone, is followed live)."""
-    if _local.recording is None or _detect._is_tracing():
-        return False
-    state = _local.state
-    stack = state._stack if state is not None else None
-    # Inside a check we follow live, not in its body: part of that check.
-    return not (stack and stack[-1].in_body is None)
 
 
 def _open_jaxtyping(frame: FrameType) -> None:
@@ -523,6 +495,11 @@ class _Body:
         now = _detect._clock()  # first: what follows is not the check's time
         _spent[2] += 1
         fn = self.__typecheck_guard_body__
+        # The runtime guard's window of a host callback (`_guard/_entries.py`)
+        # writes down the body's start and end, as its own stubs do in the cells
+        # that are not ours.
+        window = _entries._local.window
+        events = window.events if window is not None else None
         state = _local.state
         top = state._stack[-1] if state is not None and state._stack else None
         if (
@@ -531,19 +508,16 @@ class _Body:
             or top.in_body is not None
             or top.data.function is not fn
         ):
-            window = _entries._local.window
-            events = window.events if window is not None else None
             if events is None:
                 return fn(*args, **kwargs)
-            # A host callback's window (`_entries`), where this check may be
-            # written down: the body's start and end, as `_entries._Stub` writes
-            # them where the cells are not ours.
             events.append((_entries._BODY, fn, now))
             out = fn(*args, **kwargs)
             events.append((_entries._BODY_DONE, fn, _detect._clock()))
             return out
         state.pause(top, self)  # type: ignore[union-attr]
         top.paused_at = now
+        if events is not None:
+            events.append((_entries._BODY, fn, now))
         profiling = _mode == "profile"
         if profiling:
             sys.setprofile(state.event)  # type: ignore[union-attr]
@@ -556,6 +530,8 @@ class _Body:
             raise
         if profiling:
             sys.setprofile(None)
+        if events is not None:
+            events.append((_entries._BODY_DONE, fn, _detect._clock()))
         state.resume(top, False)  # type: ignore[union-attr]
         return out
 
@@ -565,7 +541,7 @@ class _Signature(inspect.Signature):
     raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`).
     Equal to it, and pickled as it."""
 
-    __slots__ = ("_typecheck_guard_original", "_typecheck_guard_fn")
+    __slots__ = ("_typecheck_guard_original",)
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
         _spent[2] += 1
@@ -574,8 +550,6 @@ class _Signature(inspect.Signature):
             # first, once its checks are on).
             frame = sys._getframe(1)
             if frame.f_code is _wrapper_code:
-                if _recorded():
-                    return self._recorded_bind(args, kwargs)
                 _open_jaxtyping(frame)
         try:
             return inspect.Signature.bind(self, *args, **kwargs)
@@ -591,26 +565,12 @@ class _Signature(inspect.Signature):
                     sys.setprofile(state.event)  # type: ignore[union-attr]
             raise
 
-    def _recorded_bind(self, args: Any, kwargs: Any) -> Any:
-        # In a host callback's window: `_entries._Bound.bind`'s part (none while
-        # `_Replay` follows one).
-        window = _entries._local.window
-        fn = getattr(self, "_typecheck_guard_fn", None)
-        start = _detect._clock()
-        try:
-            bound = inspect.Signature.bind(self, *args, **kwargs)
-        except BaseException:
-            _entries.bind_failed(window, fn, start)
-            raise
-        _entries.leave_bound(window, bound, fn, start)
-        return bound
-
     def __reduce__(self) -> Any:
         return self._typecheck_guard_original.__reduce__()
 
 
-def _quiet_signature(signature: inspect.Signature, fn: Any) -> _Signature:
-    return signature_as(_Signature, signature, _typecheck_guard_fn=fn)
+def _quiet_signature(signature: inspect.Signature) -> _Signature:
+    return signature_as(_Signature, signature)
 
 
 def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
@@ -642,7 +602,7 @@ def _fast_path(frame: FrameType, local: dict[str, Any]) -> bool:
             return True
         if current is not fn or type(signature) is not inspect.Signature:
             return False
-        body, quiet = _Body(fn), _quiet_signature(signature, fn)
+        body, quiet = _Body(fn), _quiet_signature(signature)
         fn_cell.cell_contents = body
         signature_cell.cell_contents = quiet
         _patched.add(impl)
@@ -899,14 +859,6 @@ class _Thread(Tracker):
     # The error a failed check raised, when the backend tells us (`sys.monitoring`'s
     # `PY_UNWIND`, jaxtyping's `finally` on the 3.11 fast path).
     _error: Any = None
-    # A call that jaxtyping could not bind the arguments of is a failed check: its
-    # wrapper raised (`_Signature.bind`, and `_entries` in host callbacks).
-    bind_failures = True
-    # Whether JAX was tracing when the check now opening started, if known (`None`:
-    # ask), and whether its checker said it checks (`describe` then reads no
-    # off-switch): set while `_Replay` follows what `_entries` wrote down.
-    traced: bool | None = None
-    recorded = False
 
     # The `sys.setprofile` backend's profile function.
     def event(
@@ -950,7 +902,7 @@ class _Thread(Tracker):
             for recorder in _recorders:
                 recorder._add(_PROBE)
             return None
-        described = _detect.describe(frame, kind, checks=self.recorded)
+        described = _detect.describe(frame, kind)
         if described is None:
             return None
         cls = _situation.built_class(frame, described.what)
@@ -965,7 +917,7 @@ class _Thread(Tracker):
         )
         walked = _situation.walk(frame, below)
         situation, caller = _situation.situation(
-            frame, described.what, cls, described.body, walked, self.traced
+            frame, described.what, cls, described.body, walked
         )
         if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
             situation = _unseen_dispatch(situation, caller, described.what, cls)
@@ -1063,9 +1015,6 @@ class _Local(threading.local):
     # missing attribute of a `threading.local` costs (1-2 us a read).
     state: _Thread | None = None
     opening = False
-    # While a host callback runs under `_in_callback`: what `_entries` records
-    # jaxtyping's checks into.
-    recording: Any = None
 
 
 _local = _Local()
@@ -1082,68 +1031,6 @@ def _forget_threads() -> None:
     global _local
     _threads.clear()
     _local = _Local()
-
-
-# --- host callbacks ------------------------------------------------------------------
-#
-# A host callback is the user's Python, run on every call of a jitted function, and
-# programs time it (tqdm prints one more line for each 0.1 s a bar lives: Diffrax's
-# progress-meter test failed in 3 of 19 profiled runs on 3.12). Following a check
-# costs ~60 us there (a callback's caches are cold): the stack walk, the window, the
-# record. So inside a callback the runtime guard's entry points (`_guard/_entries.py`)
-# write jaxtyping's checks down, with their times, and we follow what they wrote
-# once the callback returned, through the same `_Thread` code, as if live: the
-# callback's own time then carries a few list appends per check
-# (`benchmarks/profile_overhead.py`, "callback own time").
-
-
-class _Replay(_Thread):
-    """A host callback's jaxtyping checks, as `_entries` wrote them down, followed
-    once it returned. Each was recorded outside JAX's tracing, after its checker
-    said it checks; the frames are those of calls that returned, whose callers are
-    linked as they were."""
-
-    traced = False
-    # What `_entries.entered` and `_entries._replay` set and read.
-    events: list[tuple[Any, ...]] | None = None
-    entered: list[Any] | None = None
-    locals: dict[str, Any] | None = None
-
-    def push_known(self, *args: Any) -> bool:
-        return False  # each check is classified, outside the callback's time
-
-    def opened(self, check: Open) -> None:
-        pass  # no fast path: the check is over
-
-
-# What `_local.recording` holds while a `_Replay` follows its record: a check our
-# own bookkeeping runs (reading an attribute of a jaxtyped object) is no program's.
-_REPLAYING: Final = _Replay()
-
-
-def _in_callback(call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run one host callback (`_guard/_watch.watch_callback`, when the runtime guard
-    is not watching callbacks itself) with jaxtyping's checks written down, and
-    follow them once it returned."""
-    if (
-        _local.recording is not None
-        or _mode == "profile"
-        or not _recorders
-        or not _entries.active()
-        or _detect._is_tracing is None
-    ):
-        return call(*args, **kwargs)
-    replay = _Replay()
-    replay.live = _state()
-    _local.recording = replay
-    try:
-        with _entries.entered(replay):
-            try:
-                return call(*args, **kwargs)
-            finally:
-                _local.recording = _REPLAYING
-    finally:
-        _local.recording = None
 
 
 # --- the sys.monitoring backend (3.12+) ----------------------------------------------
@@ -1171,25 +1058,6 @@ def _on_start(
             return _monitor.disable(code)
     state = _local.state
     stack = state._stack if state is not None else None
-    recording = _local.recording
-    if (
-        recording is not None
-        and kind != _BODY
-        and not (stack and stack[-1].in_body is None)
-    ):
-        entered = recording.entered
-        if entered and entered[-1] is not None:
-            # A host callback, where `_entries` writes jaxtyping's checks down:
-            # checker code inside one (not in its body), part of it; switched off
-            # when it only ever runs as part of such a check, as below.
-            if _part_of_every_check(code, kind, sys._getframe(1), entered[-1]):
-                return _monitor.disable(code)
-            return None
-        if recording is _REPLAYING or (
-            code is _detect.entries_wrapper and not _detect._is_tracing()
-        ):
-            # One's wrapper (or a check our own bookkeeping runs).
-            return None
     if stack:
         top = stack[-1]
         if top.in_body is None and kind != _BODY and (top.static or kind in top.known):
@@ -1358,9 +1226,9 @@ def attach(
                 _mode = None
                 _jitwrap.release()
                 raise
-        _watch.profiled = _in_callback if _mode != "profile" else None
-        _entries.profiled_body = _stub_body if _mode == "hooks" else None
-        _entries.profiled_bind_failed = _stub_bind_failed if _mode == "hooks" else None
+        if _mode == "hooks":
+            _entries.profiled_body = _stub_body
+            _entries.profiled_bind_failed = _stub_bind_failed
         recorder.unwatched = (
             None if _mode != "hooks" else "checks by beartype or typeguard alone"
         )
@@ -1381,9 +1249,7 @@ def detach(recorder: Totals) -> None:
         _recorders = tuple(r for r in _recorders if r is not recorder)
         if _recorders:
             return
-        _watch.profiled = None
-        _entries.profiled_body = None
-        _entries.profiled_bind_failed = None
+        _entries.profiled_body = _entries.profiled_bind_failed = None
         if _monitor.tool is not None:
             _stop_monitoring()
         else:
