@@ -164,7 +164,7 @@ def test_a_callbacks_checks_are_the_same_whoever_hooked_the_function_first(
     names = collections.Counter((_name(r), r.when, r.failed) for r in records[True])
     assert names == {
         ("scale", "callback", False): 2 * N_CALLS,  # one in `outer`'s body
-        ("scale", "callback", True): 2 * N_CALLS,  # a wrong shape; no binding
+        ("scale", "callback", True): N_CALLS,  # a wrong shape (no binding: no check)
         ("outer", "callback", False): N_CALLS,
         ("countdown", "callback", False): 4 * N_CALLS,
         ("raises", "callback", False): N_CALLS,  # its body raised, not its check
@@ -239,3 +239,105 @@ def test_a_body_is_not_its_checks_time_in_a_callback(
                 seen[site.checked.rsplit(".", 1)[-1]] += count
                 assert seconds == 0.0, site
         assert seen == {"slow": 2, "calls_slow": 1, "failing_body": 1}
+
+
+def _only_unbound_calls(typecheck: Any) -> Any:
+    @jaxtyped(typechecker=typecheck)
+    def h(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x + 1
+
+    return h
+
+
+@pytest.mark.parametrize("every_checker", [False, True])
+def test_a_call_whose_arguments_dont_bind_is_no_check_even_first(
+    typecheck, every_checker
+):
+    # jaxtyping raises Python's `TypeError` before any typecheck: not counted, on
+    # every backend, also before the function's first check in the profile (where
+    # on 3.11 no hook of the profiler's is in its closure yet).
+    h = _only_unbound_calls(typecheck)
+    x = jnp.ones(3)
+    with typecheck_guard.profile(every_checker=every_checker) as prof:
+        for _ in range(3):
+            with pytest.raises(TypeError):
+                h(x, x)  # pyright: ignore[reportCallIssue]
+        h(x)
+        with pytest.raises(TypeError):
+            h(x, x)  # pyright: ignore[reportCallIssue]
+    assert [(s.when, s.count, s.failed) for s in prof.sites] == [("eager", 1, 0)]
+
+
+@pytest.mark.allow_runtime_typechecks
+def test_the_guard_and_the_profile_count_a_callbacks_checks_alike(typecheck):
+    # `dispatch` and `callback` rows count what the guard counts: a call whose
+    # arguments don't bind is in neither.
+    h = _only_unbound_calls(typecheck)
+    tallies: list[Any] = []
+
+    def host(x: Any) -> Any:
+        x = jnp.asarray(x)
+        h(x)
+        with pytest.raises(TypeError):
+            h(x, x)  # pyright: ignore[reportCallIssue]
+        return x
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", [lambda tally: tallies.append(tally) or False])
+        with typecheck_guard.profile() as prof:
+            f = jax.jit(
+                lambda x: jax.pure_callback(
+                    host, jax.ShapeDtypeStruct(x.shape, x.dtype), x
+                )
+            )
+            for _ in range(N_CALLS):
+                jax.block_until_ready(f(jnp.ones(3)))
+    guard = sum(count for tally in tallies for (count, *_) in tally.values())
+    (site,) = [s for s in prof.sites if s.when == "callback"]
+    assert guard == site.count == N_CALLS
+    assert site.failed == 0
+
+
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("guard", ["profiler alone", "guard too"])
+def test_a_trace_inside_a_callback_belongs_to_the_function_traced_there(
+    typecheck, guard
+):
+    # The jitted call that ran the callback is not the one its checks belong to: a
+    # function jitted and traced inside the callback is, whichever of them our
+    # wrappers made (with the guard on before they were made, all of them).
+    @jaxtyped(typechecker=typecheck)
+    def traced_fn(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x * 5
+
+    def program() -> Any:
+        inner = jax.jit(traced_fn)
+
+        def host(x: Any) -> Any:
+            inner(jnp.asarray(x))  # traced at the first callback
+            jax.eval_shape(lambda y: traced_fn(y), jnp.asarray(x))  # traced each time
+            return x
+
+        f = jax.jit(
+            lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        )
+        for i in range(N_CALLS):
+            jax.block_until_ready(f(jnp.ones(3) * i))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            _watch, "_sinks", [lambda tally: False] if guard == "guard too" else []
+        )
+        with typecheck_guard.profile() as prof:
+            program()
+    rows = sorted((s.when, s.jitted or "", s.count) for s in prof.sites)
+    assert rows == [
+        ("trace", "", N_CALLS),
+        (
+            "trace",
+            "jax.jit(test_profile_in_callbacks."
+            "test_a_trace_inside_a_callback_belongs_to_the_function_traced_there."
+            "<locals>.traced_fn)",
+            1,
+        ),
+    ]

@@ -717,6 +717,22 @@ def _no_type_check(fn: Any) -> bool:
     return bool(getattr(fn, "__no_type_check__", False))
 
 
+def never_began(frame: FrameType) -> bool:
+    """Whether the check of jaxtyping's wrapper running at `frame`, which raised,
+    never began: the call's arguments did not bind to the function's signature, and
+    jaxtyping raised Python's `TypeError` before any typecheck ("a non-typechecking
+    failure", in its own words), so no check ran, on any backend (the 3.11 default
+    only sees a check once jaxtyping pushed its shape memo). Read only for a check
+    that failed."""
+    code = frame.f_code
+    if code.co_name != "wrapped_fn" or "memos" not in code.co_varnames:
+        return False
+    try:
+        return "memos" not in frame.f_locals  # set once the check began
+    except Exception:
+        return False
+
+
 def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | None:
     """What the check starting at `frame` (checker code of `kind`) checks, or
     `None` when it checks nothing (jaxtyping's wrapper with its checks switched

@@ -57,9 +57,8 @@ for its own fast path: it patches after us (it switches our patches on first) an
 puts its own back first, so both chain. A closure whose cells hold the profiler's
 hooks (3.11, while `typecheck-guard profile` runs) gets none of ours: its checks are
 known by the frame's locals, and the profiler's body hook writes down the body's
-start and end. A closure whose cells hold ours when the profiler starts keeps
-them, and they tell the profiler what its own hooks would (`profiled_body`,
-`profiled_bind_failed`).
+start and end. A closure whose cells hold ours when the profiler starts keeps them,
+and they tell the profiler what its own body hook would (`profiled_body`).
 """
 
 from __future__ import annotations
@@ -101,12 +100,10 @@ class _Local(threading.local):
 
 _local = _Local()
 # While the profiler follows checks on 3.11 (`_profile/_engine._stub_body`): told by
-# our `_Stub`s when a checked function's body starts (`True`) and ends, and by our
-# `_Bound` when a call's arguments did not bind (at the frame of jaxtyping's wrapper
-# given, the binding begun at the time given): a function first checked in a host
-# callback the guard watched, before the profiler started, has our cells, not its.
+# our `_Stub`s when a checked function's body starts (`True`) and ends (a function
+# first checked in a host callback the guard watched, before the profiler started,
+# has our cells, not its).
 profiled_body: Any = None
-profiled_bind_failed: Any = None
 # The `wrapped_fn_impl` closures whose cells hold our `_Stub`s and `_Bound`.
 _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
@@ -279,19 +276,12 @@ class _Bound(inspect.Signature):
     __slots__ = ("_typecheck_guard_original", "_typecheck_guard_fn")
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
-        window = _local.window
-        if window is None and profiled_bind_failed is None:
+        if _local.window is None:
             return self._bind(args, kwargs)  # what `inspect.Signature.bind` does
         start = _detect._clock()
-        try:
-            bound = self._bind(args, kwargs)
-        except BaseException:
-            if profiled_bind_failed is not None:
-                profiled_bind_failed(_getframe(1), start)
-            raise
-        if window is not None:
-            # The check started with the binding, as it does where it is followed.
-            _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None), start)
+        bound = self._bind(args, kwargs)
+        # The check started with the binding, as it does where it is followed.
+        _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None), start)
         return bound
 
     def __reduce__(self) -> Any:

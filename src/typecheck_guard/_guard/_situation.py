@@ -454,7 +454,10 @@ class Walk(NamedTuple):
     asks: the outermost jitted-call wrapper (its frame and what it wraps), the
     innermost host-callback trampoline, whether any frame runs a host callback, and
     whether a jitted call's first-run unflatten (`_ONCE_PER_COMPILATION`) is inside
-    every jitted-call wrapper found."""
+    every jitted-call wrapper found. A host callback is a boundary: the jitted call
+    that ran it is not the one a check inside it belongs to (a function jitted and
+    traced inside the callback is), so jitted-call wrappers and first-run
+    unflattens below the innermost callback are not read."""
 
     jitted: tuple[FrameType, str] | None
     callback: FrameType | None
@@ -484,22 +487,26 @@ def walk(frame: FrameType, below: tuple[FrameType, Walk] | None = None) -> Walk:
             mark = _mark(code, dirs)
         if mark:
             if mark == _JITTED:
-                # Keep walking: the outermost one is the user's.
-                jitted = (f, _jitted_codes[id(code)][1])
+                if not in_callback:
+                    # Keep walking: the outermost one is the user's.
+                    jitted = (f, _jitted_codes[id(code)][1])
             elif mark == _CALLBACK:
                 if callback is None:
                     callback = f
                 in_callback = True
             elif mark == _IN_CALLBACK_FILE:
                 in_callback = True
-            elif jitted is None:
+            elif jitted is None and not in_callback:
                 compiling = True
         if f is stop:
             rest = below[1]  # type: ignore[index]
+            callback = callback if callback is not None else rest.callback
+            if in_callback:  # the jitted calls below the callback are not read
+                return Walk(jitted, callback, True, compiling)
             return Walk(
                 rest.jitted if rest.jitted is not None else jitted,
-                callback if callback is not None else rest.callback,
-                in_callback or rest.in_callback,
+                callback,
+                rest.in_callback,
                 compiling or (jitted is None and rest.compiling),
             )
         f = f.f_back

@@ -229,7 +229,7 @@ class Tracker:
         stack = self._stack
         stack.pop()  # type: ignore[union-attr]
         self._waiting = (stack[-1].in_body or stack[-1].frame) if stack else None
-        if not top.ignore:
+        if not top.ignore and not (failed and _detect.never_began(top.frame)):
             self.finish(top, seconds, failed)
 
     def pause(self, top: Open, frame: Any, at: float | None = None) -> None:

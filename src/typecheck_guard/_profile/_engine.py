@@ -410,25 +410,6 @@ def _stub_body(fn: Any, starting: bool) -> None:
         state.resume(top, False, now)  # type: ignore[union-attr]
 
 
-def _stub_bind_failed(frame: FrameType, start: float) -> None:
-    """The runtime guard's signature in the closure of jaxtyping's wrapper running
-    at `frame` could not bind a call's arguments (its binding began at `start`):
-    what our own signature sees, a failed check, for a function whose cells are the
-    guard's (see `_stub_body`)."""
-    _spent[2] += 1
-    end = _detect._clock()
-    if _mode != "hooks" or frame.f_code is not _wrapper_code:
-        return
-    _open_jaxtyping(frame)
-    state = _local.state
-    stack = state._stack if state is not None else ()
-    if stack and stack[-1].frame is frame:
-        top = stack[-1]
-        top.start = start
-        state._error = sys.exc_info()[1]  # type: ignore[union-attr]
-        state.close(top, True, end)  # type: ignore[union-attr]
-
-
 def _pushed(arguments: Any) -> Any:
     """jaxtyping's `push_shape_memo`, on the hooks backend: a check of
     jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
@@ -558,8 +539,9 @@ class _Signature(inspect.Signature):
             state = _local.state
             stack = state._stack if state is not None else ()
             if stack and stack[-1].fast and sys._getframe(1) is stack[-1].frame:
-                # A call that does not match the signature: jaxtyping refused it,
-                # a failed check (as the other backends see it: its frame raised).
+                # A call that does not match the signature: jaxtyping raised
+                # Python's `TypeError` before checking anything, so it is no check
+                # (`_detect.never_began`), as on the other backends; it ends here.
                 state.close(stack[-1], True, end)  # type: ignore[union-attr]
                 if _mode == "profile":
                     sys.setprofile(state.event)  # type: ignore[union-attr]
@@ -1228,7 +1210,6 @@ def attach(
                 raise
         if _mode == "hooks":
             _entries.profiled_body = _stub_body
-            _entries.profiled_bind_failed = _stub_bind_failed
         recorder.unwatched = (
             None if _mode != "hooks" else "checks by beartype or typeguard alone"
         )
@@ -1249,7 +1230,7 @@ def detach(recorder: Totals) -> None:
         _recorders = tuple(r for r in _recorders if r is not recorder)
         if _recorders:
             return
-        _entries.profiled_body = _entries.profiled_bind_failed = None
+        _entries.profiled_body = None
         if _monitor.tool is not None:
             _stop_monitoring()
         else:
