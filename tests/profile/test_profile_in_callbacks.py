@@ -341,3 +341,123 @@ def test_a_trace_inside_a_callback_belongs_to_the_function_traced_there(
             1,
         ),
     ]
+
+
+def _step_in_a_callback(typecheck: Any) -> Any:
+    """A checked flax.struct value, a jitted step returning it, and a jitted
+    function whose host callback calls that step (`jax.debug.callback`)."""
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class State:
+        w: Float[Array, " n"]
+
+    state = State(jnp.ones(3))
+    step = jax.jit(lambda s: s.replace(w=s.w + 1))
+
+    def host(x: Any) -> None:
+        step(state)
+
+    outer = jax.jit(lambda x: jax.debug.callback(host, x) or x)
+    return state, step, outer
+
+
+def _run(fn: Any, *args: Any) -> None:
+    jax.block_until_ready(fn(*args))
+    jax.effects_barrier()
+
+
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("callbacks", [False, True])
+def test_a_jitted_call_inside_a_callback_is_the_callbacks(typecheck, callbacks):
+    # Its checks are the callback's: never raised from inside the callback (JAX
+    # would fail the whole computation), raised from the call that ran it when
+    # asked (`callbacks=True`), and named after the callback.
+    raised = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", [])
+        with typecheck_guard.runtime_checks("log"):
+            _, _, outer = _step_in_a_callback(typecheck)
+            _run(outer, jnp.ones(3))  # compiled
+            for _ in range(N_CALLS):
+                try:
+                    with typecheck_guard.runtime_checks(
+                        "disallow", callbacks=callbacks
+                    ):
+                        _run(outer, jnp.ones(3))
+                except typecheck_guard.RuntimeTypecheckError as error:
+                    raised.append(sorted(s.jitted for s in error.sites))
+    if callbacks:
+        assert len(raised) == N_CALLS
+        for sites in raised:
+            assert len(sites) == 1 and sites[0].startswith("jax.debug.callback(")
+    else:
+        assert raised == []
+
+
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("guard", ["profiler alone", "guard too"])
+def test_a_function_jitted_in_a_callback_compiles_in_its_own_rows(typecheck, guard):
+    # Its first run's rebuilds (the failing placeholder one included) are its
+    # compile, once; only its dispatch rebuilds run on every run of the callback,
+    # as the same step's called at top level.
+    tallies: list[Any] = []
+    sinks = (
+        [lambda tally: tallies.append(tally) or False] if guard == "guard too" else []
+    )
+
+    def rows(prof: Any) -> dict[str, tuple[int, int]]:
+        return {
+            s.when: (s.count, s.failed) for s in prof.sites if s.kind == "constructor"
+        }
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", sinks)
+        with typecheck_guard.profile() as inside:
+            _, _, outer = _step_in_a_callback(typecheck)
+            for _ in range(N_CALLS):
+                _run(outer, jnp.ones(3))
+        patch.setattr(_watch, "_sinks", [])
+        with typecheck_guard.profile() as at_top:
+            state, step, _ = _step_in_a_callback(typecheck)
+            for _ in range(N_CALLS):
+                _run(step, state)
+    top = rows(at_top)
+    top.pop("construction", None)
+    in_callback = rows(inside)
+    in_callback.pop("construction", None)
+    assert in_callback.pop("callback") == top.pop("dispatch") == (N_CALLS, 0)
+    assert in_callback == top  # compile and trace alike
+    assert top["compile"][1] == 1  # the placeholder rebuild JAX swallows
+    if guard == "guard too":
+        counted = sum(entry[0] for tally in tallies for entry in tally.values())
+        assert counted == N_CALLS
+
+
+@pytest.mark.parametrize("inner", ["typeguard", "beartype"])
+def test_a_function_checked_twice_is_one_check_a_call(inner):
+    # `@jaxtyped(typechecker=typechecked)` over `@typechecked`: the inner wrapper is
+    # the checked function's body, and its code is every typechecked function's
+    # (jaxtyping's own argument stubs included): a passing call is one check, a
+    # failing one one failed check, a call that doesn't bind none.
+    if inner == "typeguard":
+        from typeguard import typechecked as checker
+    else:
+        from beartype import beartype as checker
+
+    @jaxtyped(typechecker=checker)
+    @checker
+    def twice(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    x = jnp.ones(3)
+    with typecheck_guard.profile() as prof:
+        twice(x)
+        with pytest.raises(TypeError):
+            twice(x, x)  # pyright: ignore[reportCallIssue]
+        with pytest.raises(TypeError, match="Type-check error"):
+            twice(x.astype(jnp.int32))
+        twice(x)
+    assert [
+        (s.name.rsplit(".", 1)[-1], s.when, s.count, s.failed) for s in prof.sites
+    ] == [("twice", "eager", 3, 1)]

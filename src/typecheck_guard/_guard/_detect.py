@@ -475,6 +475,24 @@ def kind_of(code: CodeType) -> int | None:
     return _kinds.get(id(code))
 
 
+# Checker code every function a checker checks runs (typeguard's `wrapper`,
+# jaxtyping's `wrapped_fn`): never one check's body, even where a check's body is
+# a function that checker checks again (`@jaxtyped(typechecker=typechecked)` over
+# `@typechecked`). Watched as a body, each of its runs would start a body, the
+# stubs jaxtyping checks arguments with included. (beartype makes a wrapper of its
+# own for each function.)
+SHARED_CHECKER_CODE: Final = frozenset({_JAXTYPING, _TYPEGUARD})
+
+
+def body_code(code: CodeType) -> bool:
+    """Whether `code`, the code of a check's checked function, can be watched as
+    that check's body (see `SHARED_CHECKER_CODE`)."""
+    kind = _kinds.get(id(code))
+    if kind is None:
+        kind = _kind_of_code(code)
+    return kind not in SHARED_CHECKER_CODE
+
+
 def _classify(code: CodeType) -> int:
     kind = _kind_of_code(code)
     _remember(code, kind)

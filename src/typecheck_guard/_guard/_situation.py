@@ -513,6 +513,26 @@ def walk(frame: FrameType, below: tuple[FrameType, Walk] | None = None) -> Walk:
     return Walk(jitted, callback, in_callback, compiling)
 
 
+def compiled_in_callback(frame: FrameType) -> bool:
+    """Whether the check at `frame`, inside a host callback, runs in the first run
+    of a function jitted inside that callback (its once-per-compilation rebuilds):
+    the `compiling` of `walk`, read only down to the innermost callback."""
+    dirs = _dirs()
+    marks = _marks
+    f = frame.f_back
+    while f is not None:
+        code = f.f_code
+        mark = marks.get(id(code))
+        if mark is None:
+            mark = _mark(code, dirs)
+        if mark in (_JITTED, _CALLBACK, _IN_CALLBACK_FILE):
+            return False
+        if mark:
+            return True
+        f = f.f_back
+    return False
+
+
 def situation(
     frame: FrameType,
     what: str,
@@ -539,7 +559,9 @@ def situation(
         if jitted is not None and jitted[1] == "jitted"
         else None
     )
-    if in_callback and not traced:
+    if in_callback and not traced and not compiling:
+        # (`compiling` inside a callback: the first run of a function jitted
+        # there, whose rebuilds are that function's compile, below.)
         when = "callback"
         name = callback_name(callback) if callback is not None else None
     elif traced or compiling:

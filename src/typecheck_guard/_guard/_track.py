@@ -386,7 +386,10 @@ class Window(Tracker):
         body = described.body
         code = body.__code__ if body is not None else None
         if code is not None and _detect.kind_of(code) != _detect._BODY:
-            _detect._watch_body(code)
+            if _detect.body_code(code):
+                _detect._watch_body(code)
+            else:  # a checker's own code: what runs in it is part of the check
+                code = None
         first = _detect._first(described.checked, body)
         return open_described(
             frame,
@@ -476,11 +479,14 @@ class Window(Tracker):
         """Turn the checks a host callback's window kept (`finish`) into `checks`,
         once the callback returned: the stack walk (`_deliberate`: a check that
         `unflatten_safe` runs on purpose and that passed is no check of the
-        callback's) and the records happen outside the callback's own time. The
-        frames are those of checks that returned, whose callers are linked as they
-        were."""
+        callback's; a check in the first run of a function jitted inside the
+        callback is that function's compile, never flagged) and the records happen
+        outside the callback's own time. The frames are those of checks that
+        returned, whose callers are linked as they were."""
         pending, self.pending = self.pending, None
         for check, seconds, failed in pending or ():
+            if _situation.compiled_in_callback(check.frame):
+                continue  # the first run of a function jitted in the callback
             if failed or not _detect._deliberate(check.frame):
                 self._found(check, seconds, failed)
 

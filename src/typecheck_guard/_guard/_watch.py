@@ -269,6 +269,11 @@ def watch(
             raise
         _detect._window.reset(token)
     else:
+        if _detect._window.get() is not None:
+            # Called inside a host callback's window: its checks are the
+            # callback's, written down by `_entries` (as on 3.12+, above), and none
+            # is raised from inside the callback.
+            return call(*args, **kwargs)
         previous = sys.getprofile()
         # Already watched, or another profiler runs; but `typecheck-guard profile`'s
         # profile function takes our window alongside (`_profile._Thread.event`).
@@ -408,10 +413,12 @@ def watch_callback(
         # The callback's own Python runs with no profile function of ours (a
         # program may time it: `_entries`); jaxtyping's checks tell us themselves.
         sys.setprofile(base)
+        token = _detect._window.set(window)  # a jitted call inside is the callback's
         try:
             with _entries.entered(window):
                 return call(*args, **kwargs)
         finally:
+            _detect._window.reset(token)
             sys.setprofile(previous)
             window.settle()
             if window.checks:

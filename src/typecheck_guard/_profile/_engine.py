@@ -905,8 +905,11 @@ class _Thread(Tracker):
             situation = _unseen_dispatch(situation, caller, described.what, cls)
         body = described.body
         code = body.__code__ if body is not None else None
-        if code is not None:
-            _watch_body(code)
+        if code is not None and _kinds.get(id(code)) != _BODY:
+            if _detect.body_code(code):
+                _watch_body(code)
+            else:  # a checker's own code: what runs in it is part of the check
+                code = None
         data = _Data(described, situation, cls, sys.exc_info()[1], walked)
         # `unflatten_safe`'s verdict cache checks a call it can't tell from a
         # construction, the first time it sees its key: a pass is the check of every
