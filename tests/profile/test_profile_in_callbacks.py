@@ -398,8 +398,8 @@ def test_a_jitted_call_inside_a_callback_is_the_callbacks(typecheck, callbacks):
 @pytest.mark.allow_runtime_typechecks
 @pytest.mark.parametrize("guard", ["profiler alone", "guard too"])
 def test_a_function_jitted_in_a_callback_compiles_in_its_own_rows(typecheck, guard):
-    # Its first run's rebuilds (the failing placeholder one included) are its
-    # compile, once; only its dispatch rebuilds run on every run of the callback,
+    # Its first run's rebuilds (with JAX 0.10 and 0.12 on Python 3.11+, a failing
+    # one on placeholder leaves among them) are its compile, once; only its dispatch rebuilds run on every run of the callback,
     # as the same step's called at top level.
     tallies: list[Any] = []
     sinks = (
@@ -427,8 +427,8 @@ def test_a_function_jitted_in_a_callback_compiles_in_its_own_rows(typecheck, gua
     in_callback = rows(inside)
     in_callback.pop("construction", None)
     assert in_callback.pop("callback") == top.pop("dispatch") == (N_CALLS, 0)
-    assert in_callback == top  # compile and trace alike
-    assert top["compile"][1] == 1  # the placeholder rebuild JAX swallows
+    assert in_callback == top  # compile and trace alike (failed ones included)
+    assert top["compile"][0] >= 1
     if guard == "guard too":
         counted = sum(entry[0] for tally in tallies for entry in tally.values())
         assert counted == N_CALLS
