@@ -461,3 +461,76 @@ def test_a_function_checked_twice_is_one_check_a_call(inner):
     assert [
         (s.name.rsplit(".", 1)[-1], s.when, s.count, s.failed) for s in prof.sites
     ] == [("twice", "eager", 3, 1)]
+
+
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("guard", ["profiler alone", "guard too"])
+def test_a_check_belongs_to_the_innermost_callback(typecheck, guard):
+    # A host callback that runs a jitted function with a host callback of its own:
+    # each check is its own callback's, named after it, and a tree rebuilt in a
+    # callback is a rebuild there (the stack below the innermost callback is not
+    # read).
+    @jaxtyped(typechecker=typecheck)
+    def inner_check(x: Float[Array, ""]) -> Float[Array, ""]:
+        return x
+
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Reading:
+        x: Float[Array, ""]
+
+    def inner_host(x: Any) -> Any:
+        inner_check(jnp.asarray(x))
+        leaves, treedef = jax.tree_util.tree_flatten(Reading(jnp.asarray(x)))
+        jax.tree_util.tree_unflatten(treedef, leaves)
+        return x
+
+    inner = jax.jit(
+        lambda x: jax.pure_callback(
+            inner_host, jax.ShapeDtypeStruct(x.shape, x.dtype), x
+        )
+    )
+
+    def outer_host(x: Any) -> None:
+        inner_check(jnp.asarray(x))
+        jax.block_until_ready(inner(jnp.asarray(x)))
+
+    outer = jax.jit(lambda x: jax.debug.callback(outer_host, x) or x)
+    _run(outer, jnp.float32(0.0))  # compiled
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            _watch, "_sinks", [lambda tally: False] if guard == "guard too" else []
+        )
+        recorder = _profiled(
+            lambda: [_run(outer, jnp.float32(i)) for i in range(N_CALLS)]
+        )
+    prefix = "test_profile_in_callbacks.test_a_check_belongs_to_the_innermost_callback"
+    rows = collections.Counter(
+        (_name(r), r.when, r.jitted, r.rebuild) for r in recorder.records
+    )
+    assert rows == {
+        (
+            "inner_check",
+            "callback",
+            f"jax.debug.callback({prefix}.<locals>.outer_host)",
+            False,
+        ): N_CALLS,
+        (
+            "inner_check",
+            "callback",
+            f"jax.pure_callback({prefix}.<locals>.inner_host)",
+            False,
+        ): N_CALLS,
+        (
+            "Reading",
+            "callback",
+            f"jax.pure_callback({prefix}.<locals>.inner_host)",
+            False,
+        ): N_CALLS,
+        (
+            "Reading",
+            "callback",
+            f"jax.pure_callback({prefix}.<locals>.inner_host)",
+            True,
+        ): N_CALLS,
+    }

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
@@ -426,8 +427,36 @@ def _jitted_name(frame: FrameType, what: str) -> str:
 def callback_name(frame: FrameType) -> str:
     """`jax.pure_callback(module.f)`, from the locals of `_watch.watch_callback`."""
     local = frame.f_locals
-    fn = _detect.callback_function(local.get("callback"))
-    return f"{local.get('primitive', 'host callback')}({_detect.qualified(fn)})"
+    return named_callback(
+        local.get("primitive", "host callback"), local.get("callback")
+    )[0]
+
+
+# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
+# it is defined): a callback runs often (a progress meter), and the same one each
+# time. Weakly: a callback the program drops (and what it closes over) is not kept
+# alive by us.
+_callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
+
+
+def named_callback(primitive: str, callback: Any) -> tuple[str, str]:
+    """`jax.pure_callback(module.f)` and where `f` is defined, for the `callback`
+    JAX hands its trampoline of `primitive`; worked out once per callback."""
+    key = (primitive, id(callback))
+    known = _callback_names.get(key)
+    if known is not None and known[0]() is callback:
+        return known[1], known[2]
+    fn = _detect.callback_function(callback)
+    name = f"{primitive}({_detect.qualified(fn)})"
+    where = _detect.defined_at(fn)
+    try:
+        ref = weakref.ref(callback)
+    except TypeError:
+        return name, where
+    if len(_callback_names) >= 10_000:
+        _callback_names.clear()
+    _callback_names[key] = (ref, name, where)
+    return name, where
 
 
 def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:
@@ -474,7 +503,6 @@ def walk(frame: FrameType, below: tuple[FrameType, Walk] | None = None) -> Walk:
     (a generator's body resumed elsewhere), the whole stack is walked."""
     dirs = _dirs()
     jitted: tuple[FrameType, str] | None = None
-    callback: FrameType | None = None
     in_callback = False
     compiling = False
     stop = below[0] if below is not None else None
@@ -491,26 +519,24 @@ def walk(frame: FrameType, below: tuple[FrameType, Walk] | None = None) -> Walk:
                     # Keep walking: the outermost one is the user's.
                     jitted = (f, _jitted_codes[id(code)][1])
             elif mark == _CALLBACK:
-                if callback is None:
-                    callback = f
-                in_callback = True
+                # The innermost callback: nothing below it is read.
+                return Walk(jitted, f, True, compiling)
             elif mark == _IN_CALLBACK_FILE:
                 in_callback = True
             elif jitted is None and not in_callback:
                 compiling = True
         if f is stop:
             rest = below[1]  # type: ignore[index]
-            callback = callback if callback is not None else rest.callback
             if in_callback:  # the jitted calls below the callback are not read
-                return Walk(jitted, callback, True, compiling)
+                return Walk(jitted, rest.callback, True, compiling)
             return Walk(
                 rest.jitted if rest.jitted is not None else jitted,
-                callback,
+                rest.callback,
                 rest.in_callback,
                 compiling or (jitted is None and rest.compiling),
             )
         f = f.f_back
-    return Walk(jitted, callback, in_callback, compiling)
+    return Walk(jitted, None, in_callback, compiling)
 
 
 def compiled_in_callback(frame: FrameType) -> bool:
