@@ -1430,7 +1430,13 @@ def test_profile_counts_and_measures_its_own_work(every_checker, monkeypatch):
     # Each check's start and end is measured; each callback or hook call counted.
     assert after[0] > before[0]
     assert after[1] + after[2] - before[1] - before[2] >= 50
-    assert 0 < prof.profiler_seconds <= prof.wall_seconds - prof.check_seconds
+    # Whether the estimate is below the time outside the checks depends on the
+    # machine's load (it is counted calls times a cost per call measured at the
+    # start); the rule that decides what is taken off does not.
+    estimate = prof.estimated_profiler_seconds
+    assert estimate > 0
+    outside = prof.wall_seconds - prof.check_seconds
+    assert prof.profiler_seconds == (estimate if estimate < outside else 0.0)
     assert prof.unprofiled_seconds == pytest.approx(
         prof.wall_seconds - prof.profiler_seconds
     )

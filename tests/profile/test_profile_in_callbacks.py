@@ -534,3 +534,33 @@ def test_a_check_belongs_to_the_innermost_callback(typecheck, guard):
             True,
         ): N_CALLS,
     }
+
+
+@pytest.mark.allow_runtime_typechecks
+def test_a_callback_is_named_as_it_is_now(typecheck):
+    # A callback's name is read at each check: one renamed between runs (its
+    # `__qualname__` is writable) names each run's row as it was then.
+    @jaxtyped(typechecker=typecheck)
+    def scale(x: Float[Array, ""]) -> Float[Array, ""]:
+        return x * 2
+
+    def host(x: Any) -> Any:
+        scale(jnp.asarray(x))
+        return x
+
+    step = jax.jit(
+        lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    )
+    _run(step, jnp.float32(0.0))  # compiled
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_watch, "_sinks", [])
+
+        def run() -> None:
+            for i in range(N_CALLS):
+                host.__qualname__ = f"host_v{i}"
+                _run(step, jnp.float32(i))
+
+        recorder = _profiled(run)
+    assert collections.Counter(r.jitted for r in recorder.records) == {
+        f"jax.pure_callback({__name__}.host_v{i})": 1 for i in range(N_CALLS)
+    }

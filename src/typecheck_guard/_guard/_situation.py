@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
@@ -425,38 +424,12 @@ def _jitted_name(frame: FrameType, what: str) -> str:
 
 
 def callback_name(frame: FrameType) -> str:
-    """`jax.pure_callback(module.f)`, from the locals of `_watch.watch_callback`."""
+    """`jax.pure_callback(module.f)`, from the locals of `_watch.watch_callback`.
+    Worked out again for each check: a callback may change its name while it lives
+    (`__qualname__` is writable), and the row is named as the callback is now."""
     local = frame.f_locals
-    return named_callback(
-        local.get("primitive", "host callback"), local.get("callback")
-    )[0]
-
-
-# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
-# it is defined): a callback runs often (a progress meter), and the same one each
-# time. Weakly: a callback the program drops (and what it closes over) is not kept
-# alive by us.
-_callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
-
-
-def named_callback(primitive: str, callback: Any) -> tuple[str, str]:
-    """`jax.pure_callback(module.f)` and where `f` is defined, for the `callback`
-    JAX hands its trampoline of `primitive`; worked out once per callback."""
-    key = (primitive, id(callback))
-    known = _callback_names.get(key)
-    if known is not None and known[0]() is callback:
-        return known[1], known[2]
-    fn = _detect.callback_function(callback)
-    name = f"{primitive}({_detect.qualified(fn)})"
-    where = _detect.defined_at(fn)
-    try:
-        ref = weakref.ref(callback)
-    except TypeError:
-        return name, where
-    if len(_callback_names) >= 10_000:
-        _callback_names.clear()
-    _callback_names[key] = (ref, name, where)
-    return name, where
+    fn = _detect.callback_function(local.get("callback"))
+    return f"{local.get('primitive', 'host callback')}({_detect.qualified(fn)})"
 
 
 def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:

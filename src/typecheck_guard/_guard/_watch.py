@@ -14,6 +14,7 @@ import contextvars
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -432,13 +433,38 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
+# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
+# it is defined): a callback runs often (a progress meter), and the same one each
+# time. Weakly: a callback the program drops (and what it closes over) is not kept
+# alive by us.
+_callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
+
+
+def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
+    key = (primitive, id(callback))
+    known = _callback_names.get(key)
+    if known is not None and known[0]() is callback:
+        return known[1], known[2]
+    fn = _detect.callback_function(callback)
+    name = f"{primitive}({_detect.qualified(fn)})"
+    where = _detect.defined_at(fn)
+    try:
+        ref = weakref.ref(callback)
+    except TypeError:
+        return name, where
+    if len(_callback_names) >= 10_000:
+        _callback_names.clear()
+    _callback_names[key] = (ref, name, where)
+    return name, where
+
+
 def _report_callback(
     primitive: str,
     callback: Any,
     checks: Sequence[Check],
     outer: Window | None,
 ) -> None:
-    name, where = _situation.named_callback(primitive, callback)
+    name, where = _callback_name(primitive, callback)
     tally: Tally = {}
     for check in checks:
         site = Site(check.checked, check.checker, "callback", name, where, check.hook)
