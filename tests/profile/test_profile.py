@@ -1464,6 +1464,21 @@ def test_profile_counts_and_measures_its_own_work(every_checker, monkeypatch):
     assert "made this run about" not in text
 
 
+def test_calibration_does_not_read_the_checks_clock(monkeypatch):
+    # A test that swaps the clock checks are timed with, and happens to run the
+    # process's first profile, must not fix its ticks in the process's calibration
+    # (CI once calibrated 1.0 s per hook call under a clock that ticks per reading).
+    from typecheck_guard._profile import _engine
+
+    monkeypatch.setattr(_engine, "_rates", {})
+    ticks = itertools.count()
+    monkeypatch.setattr(_detect, "_clock", lambda: float(next(ticks)))
+    with typecheck_guard.profile():
+        pass
+    backend = "monitoring" if sys.version_info >= (3, 12) else "hooks"
+    assert max(_engine._rates[backend]) < 1e-3
+
+
 def test_profile_calibrates_each_backend_once():
     from typecheck_guard._profile import _engine
 
