@@ -8,7 +8,12 @@ lives longer and prints more lines (Diffrax's `test_tqdm_progress_meter` counts
 them). We time the callback's Python from inside
 it, plain and checked by jaxtyping (as jaxtyping's import hook checks a library's
 progress meter), unwatched and watched interleaved round by round, and report the
-medians and the median of the per-round ratios.
+medians and the median of the per-round ratios. We also time the *period*, from
+the start of one run of the callback to the start of the next: what tqdm's rule
+sees, since a watcher's work after the callback returned (and JAX's, and the
+jitted loop's) lies in it. "jaxtyped, nested" is Diffrax's progress meter under
+jaxtyping's import hook: a checked function with no annotations (the hook
+decorates it all the same) that calls the checked refresh, two checks a run.
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ def _refresh(n: float) -> str:
     return "\r".join(parts)
 
 
+Row = tuple[float, float, float, float, float]
+
+
 def callback_cost(
     watched: Callable[[bool], AbstractContextManager[Any]], rounds: int, calls: int
-) -> dict[str, tuple[float, float, float, float, float]]:
-    """Per kind of callback ("plain", "jaxtyped"): the median time of one run of its
-    own Python outside `watched(False)` and inside `watched(True)`, the median of the
+) -> dict[str, dict[str, Row]]:
+    """Per kind of callback ("plain", "jaxtyped", "jaxtyped, nested") and per figure
+    ("own": one run of its own Python, "period": from one run's start to the next's):
+    the median outside `watched(False)` and inside `watched(True)`, the median of the
     per-round ratios, and the lowest and highest round."""
     import jax
     import jax.numpy as jnp
@@ -42,9 +51,11 @@ def callback_cost(
     from jaxtyping import ArrayLike, Float, jaxtyped
 
     spent: list[float] = []
+    starts: list[float] = []
 
     def plain(x):
         start = time.perf_counter()
+        starts.append(start)
         _refresh(float(x))
         spent.append(time.perf_counter() - start)
 
@@ -54,11 +65,26 @@ def callback_cost(
 
     def checked(x):
         start = time.perf_counter()
+        starts.append(start)
         checked_refresh(x)
         spent.append(time.perf_counter() - start)
 
+    @jaxtyped(typechecker=beartype)
+    def step_bar(x):  # no annotations: jaxtyping's import hook decorates it too
+        checked_refresh(x)
+
+    def nested(x):
+        start = time.perf_counter()
+        starts.append(start)
+        step_bar(x)
+        spent.append(time.perf_counter() - start)
+
     out = {}
-    for name, callback in (("plain", plain), ("jaxtyped", checked)):
+    for name, callback in (
+        ("plain", plain),
+        ("jaxtyped", checked),
+        ("jaxtyped, nested", nested),
+    ):
 
         def body(i, x, callback=callback):
             jax.debug.callback(callback, x)
@@ -66,25 +92,35 @@ def callback_cost(
 
         step = jax.jit(lambda x, body=body: jax.lax.fori_loop(0, calls, body, x))
 
-        def run(on: bool, step: Any = step) -> float:
+        def run(on: bool, step: Any = step) -> tuple[float, float]:
             spent.clear()
+            starts.clear()
             with watched(on):
                 jax.block_until_ready(step(jnp.zeros(())))
                 jax.effects_barrier()
-            return statistics.median(spent)
+            periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+            return statistics.median(spent), statistics.median(periods)
 
         run(False), run(True)  # compiled, checker set up
-        plain_times, watched_times, ratios = [], [], []
+        figures: dict[str, tuple[list[float], list[float], list[float]]] = {
+            "own": ([], [], []),
+            "period": ([], [], []),
+        }
         for _ in range(rounds):
             a, b = run(False), run(True)
-            plain_times.append(a)
-            watched_times.append(b)
-            ratios.append(b / a)
-        out[name] = (
-            statistics.median(plain_times),
-            statistics.median(watched_times),
-            statistics.median(ratios),
-            min(ratios),
-            max(ratios),
-        )
+            for i, figure in enumerate(("own", "period")):
+                off, on, ratios = figures[figure]
+                off.append(a[i])
+                on.append(b[i])
+                ratios.append(b[i] / a[i])
+        out[name] = {
+            figure: (
+                statistics.median(off),
+                statistics.median(on),
+                statistics.median(ratios),
+                min(ratios),
+                max(ratios),
+            )
+            for figure, (off, on, ratios) in figures.items()
+        }
     return out

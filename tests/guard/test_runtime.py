@@ -6,7 +6,6 @@ Every test here that makes a check run at dispatch time on purpose carries
 """
 
 import asyncio
-import contextlib
 import functools as ft
 import logging
 import pickle
@@ -1049,6 +1048,129 @@ def test_checks_in_a_callback_are_counted_as_they_ran(program, typecheck, sink):
     assert counts == {name: 4 * n for name, n in expected.items()}
 
 
+def _more_callback_programs(typecheck):
+    """Host callbacks whose records take each branch of the short replay
+    (`_entries._replay_known`) and of its way out."""
+
+    @jaxtyped(typechecker=typecheck)
+    def leaf(x: Float[ArrayLike, ""]) -> Float[ArrayLike, ""]:
+        return x
+
+    @jaxtyped(typechecker=typecheck)
+    def unannotated(x: Float[ArrayLike, ""]):
+        leaf(x)  # no return value to check: the body runs to the wrapper's end
+
+    @jaxtyped(typechecker=typecheck)
+    def middle(x: Float[ArrayLike, ""]) -> None:
+        unannotated(x)
+        leaf(x)
+
+    @jaxtyped(typechecker=typecheck)
+    def top(x: Float[ArrayLike, ""]) -> None:
+        middle(x)
+
+    @jaxtyped(typechecker=typecheck)
+    def raising(x: Float[ArrayLike, ""]) -> None:
+        raise KeyError("body")
+
+    @jaxtyped(typechecker=typecheck)
+    def bad_return(x: Float[ArrayLike, ""]) -> Float[ArrayLike, ""]:
+        return "not an array"  # type: ignore[return-value]
+
+    def raises_in_its_body(x):
+        leaf(x)
+        try:
+            raising(x)
+        except KeyError:
+            pass
+        leaf(x)
+
+    def fails_on_return(x):
+        try:
+            bad_return(x)
+        except Exception:
+            pass
+
+    return {
+        "three deep": top,
+        "a body that raises": raises_in_its_body,
+        "a return value that fails": fails_on_return,
+    }
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "nested",
+        "failing",
+        "in an except block",
+        "traced in the callback",
+        "three deep",
+        "a body that raises",
+        "a return value that fails",
+    ],
+)
+def test_the_short_replay_of_a_callback_is_the_long_one(
+    program, typecheck, sink, monkeypatch
+):
+    # Once a callback runs as it ran before, what jaxtyping's entry points wrote
+    # down is followed the short way (`_entries._replay_known`): each record it
+    # takes must give the checks, frames, times and order that following it one
+    # event at a time gives (`Window.push_known`, `pause`, `resume`, `close`,
+    # `finish`), and it must leave every other record to that.
+    from typecheck_guard._guard import _entries
+    from typecheck_guard._guard._track import Window
+
+    programs = _callback_programs(typecheck) | {
+        name: (callback, None)
+        for name, callback in _more_callback_programs(typecheck).items()
+    }
+    callback = programs[program][0]
+    replay, short = _entries._replay, _entries._replay_known
+    taken: list[bool] = []
+
+    def fresh() -> Window:
+        window = Window()
+        window.callback = True
+        return window
+
+    def pending(window: Window) -> list:
+        return [
+            (frame, data, tuple(checkers), seconds, failed)
+            for frame, data, checkers, seconds, failed in window.pending or ()
+        ]
+
+    def both(window, events):
+        quick = fresh()
+        took = short(quick, list(events))
+        taken.append(took)
+        if took:
+            slow = fresh()
+            monkeypatch.setattr(_entries, "_replay_known", lambda w, e: False)
+            try:
+                replay(slow, list(events))
+            finally:
+                monkeypatch.setattr(_entries, "_replay_known", short)
+            assert not slow._stack
+            assert pending(quick) == pending(slow)
+        else:
+            assert quick.pending is None
+        replay(window, events)
+
+    monkeypatch.setattr(_entries, "_replay", both)
+    step = _in_a_loop("jax.debug.callback", callback, times=2)
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(2):
+            step(jnp.zeros(()))
+            jax.effects_barrier()
+    assert len(taken) == 4
+    # The first run of each check is followed the long way; the runs after it,
+    # the short way unless a check in them fails or raises.
+    assert not taken[0]
+    short_way = program in ("nested", "traced in the callback", "three deep")
+    assert taken[1:] == [short_way] * 3
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
 def test_checks_in_a_callback_leave_nothing_open_behind_them(typecheck, monkeypatch):
     # On 3.12+ the guard keeps, per callback, which jaxtyping checks are open and
@@ -1065,15 +1187,13 @@ def test_checks_in_a_callback_leave_nothing_open_behind_them(typecheck, monkeypa
         raise KeyError("body")
 
     left = []
-    entered = _entries.entered
+    leave = _entries.leave
 
-    @contextlib.contextmanager
-    def watching(window):
-        with entered(window):
-            yield
-            left.append(list(window.entered))
+    def watching(window, previous):
+        left.append(list(window.entered))
+        leave(window, previous)
 
-    monkeypatch.setattr(_entries, "entered", watching)
+    monkeypatch.setattr(_entries, "leave", watching)
 
     def callback(x):
         for _ in range(3):

@@ -38,7 +38,7 @@ Inside the callback these points only write down what happened, with the time
 frame ended and with what exception. In a callback every line we add costs several
 times what it costs in a loop (its caches are cold), and following the checks there
 (the stack of open checks, the `Open`s, the pauses) cost as much as the check
-itself. `entered` replays the record through the window's tracker once the
+itself. `leave` replays the record through the window's tracker once the
 callback returned, with the guard's `sys.monitoring` window off: the same calls, in
 the same order, with the recorded times, so the checks and their times are what
 following them live gave. What had to be known at the time is tested at the time:
@@ -72,10 +72,10 @@ import weakref
 from typing import Any
 
 from .._compat._jaxtyping import signature_as
-from . import _detect
+from . import _detect, _track
 from ._detect import unhooked
 
-__all__ = ["active", "entered", "patch"]
+__all__ = ["active", "enter", "leave", "patch"]
 
 _getframe = sys._getframe
 
@@ -109,22 +109,27 @@ _hooked: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def entered(window: Any) -> Any:
-    """Make `window` this thread's callback window for the block, and follow the
-    checks it recorded once the block is over (`_replay`)."""
+def enter(window: Any) -> Any:
+    """Make `window` this thread's callback window until `leave(window, previous)`,
+    with `previous` what this returns. (Two calls, not a context manager: a
+    generator's frame, its `__enter__` and its `__exit__` would be in the time
+    between two runs of a callback, which a program may time.)"""
     previous = _local.window
-    window.events = events = []
+    window.events = []
     if _detect.monitoring:
         window.entered = []
     _local.window = window
-    try:
-        yield
-    finally:
-        _local.window = previous
-        _local.bound = None
-        window.events = window.entered = None
-        _replay(window, events)
+    return previous
+
+
+def leave(window: Any, previous: Any) -> None:
+    """End `window`'s run as this thread's callback window (`enter`), and follow
+    the checks it recorded (`_replay`)."""
+    events = window.events
+    _local.window = previous
+    _local.bound = None
+    window.events = window.entered = None
+    _replay(window, events)
 
 
 # What the hooks write down in a callback window's `events`, in order:
@@ -140,6 +145,11 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
     a check opens where jaxtyping's wrapper started, its body's run is not its time
     when it is the body of the innermost open check, and it ends where that
     wrapper's frame ended."""
+    try:
+        if _replay_known(window, events):
+            return
+    except Exception:  # the long way, which changed nothing yet
+        pass
     for event in events:
         what = event[0]
         try:
@@ -181,6 +191,73 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
                     window.close(top, failed and not top.body_raised, end)
         except Exception:  # never let the watching break the user's program
             pass
+
+
+def _replay_known(window: Any, events: list[tuple[Any, ...]]) -> bool:
+    """What `_replay` does, the short way, when `events` are those of a callback
+    that runs as it ran before (a progress meter's): every check in them is of a
+    function checked in a callback already, whose arguments `_Bound` bound
+    (`Window.push_known` opens it), starts where no check is open or in the body of
+    the innermost one, passes, and ends. Each one's time is then its wrapper's less
+    its body's, computed as `pause`, `resume` and `close` compute it, and it joins
+    the window's `pending` as `finish` adds it, in the order the checks ended.
+    Returns `False`, having changed nothing, for anything else (a first check, one
+    that failed or raised, checker code outside a body, a check left open), which
+    `_replay` follows one event at a time: the same result, with an `Open` per check. Its frames were all recorded by
+    `_push` and `_pop`; the time between two runs of a callback is what a progress
+    meter measures, and this is most of ours there."""
+    if window._stack or not window.callback:
+        return False
+    known_of = _track._known_in_callback
+    kinds = _detect._kinds
+    body_kind = _detect._BODY
+    # Per open check: [frame, known entry, checked function, start, paused at,
+    # the body while it runs].
+    stack: list[list[Any]] = []
+    done = []
+    for event in events:
+        what = event[0]
+        if what == _STARTED:
+            if event[2] is not None or (stack and stack[-1][5] is None):
+                return False
+            known = known_of(event[3])
+            if known is None:
+                return False
+            code = known[2]
+            if code is not None and kinds.get(id(code)) != body_kind:
+                return False
+            stack.append([event[1], known, event[3], event[5], 0.0, None])
+        elif what == _BODY:
+            if stack:
+                top = stack[-1]
+                if top[5] is None and top[2] is event[1]:
+                    top[4] = event[2]
+                    top[5] = event[1]
+        elif what == _BODY_DONE:
+            if stack:
+                top = stack[-1]
+                if top[5] is event[1]:
+                    top[3] += event[2] - top[4]
+                    top[5] = None
+        else:
+            _, frame, error, end = event
+            if not stack or stack[-1][0] is not frame:
+                continue  # a check it did not open (one JAX traced): as `_replay`
+            if error is not None:
+                return False
+            top = stack.pop()
+            if top[5] is not None:  # no return value to check: its body ran to here
+                top[3] += end - top[4]
+            done.append((frame, top[1], end - top[3]))
+    if stack:
+        return False
+    if done:
+        pending = window.pending
+        if pending is None:
+            window.pending = pending = []
+        for frame, known, seconds in done:
+            pending.append((frame, known[4], known[5], seconds, False))
+    return True
 
 
 def active() -> bool:

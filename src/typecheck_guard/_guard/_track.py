@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dis
 import weakref
+from collections.abc import Sequence
 from types import CodeType, FrameType
 from typing import Any, Final
 
@@ -272,9 +273,10 @@ def import_hook_of(module: str | None) -> str | None:
 # not change timing a program can observe (`_entries`): after the first check of a
 # function, its next ones cost a dictionary lookup. By the function's id:
 # `(weak reference to it, its description without it or the frame's locals, its
-# code if it is the body, the import hook that instrumented its module)`. Weakly: a
-# value that held the function would keep it alive.
-_in_callbacks: dict[int, tuple[Any, _detect.Described, CodeType | None, Any]] = {}
+# code if it is the body, the import hook that instrumented its module, the `data`
+# and the `checkers` of each of its checks)`. Weakly: a value that held the function
+# would keep it alive.
+_in_callbacks: dict[int, tuple[Any, ...]] = {}
 _MAX_IN_CALLBACKS: Final = 10_000
 # What `finish` finds in `Open.data[4]` when the import hook is not looked up yet.
 _UNKNOWN: Final = object()
@@ -297,21 +299,23 @@ def _remember_in_callback(fn: Any, described: _detect.Described) -> None:
         return
     if len(_in_callbacks) >= _MAX_IN_CALLBACKS:
         _in_callbacks.clear()
+    kept = described._replace(frame_locals={}, body=None)
+    hook = import_hook_of(getattr(body, "__module__", None))
     _in_callbacks[id(fn)] = (
         ref,
-        described._replace(frame_locals={}, body=None),
+        kept,
         body.__code__ if body is fn else None,
-        import_hook_of(getattr(body, "__module__", None)),
+        hook,
+        # An `Open`'s `data` and `checkers` for each of its checks.
+        (kept, _IN_CALLBACK, False, None, hook, False),
+        (kept.checker,),
     )
 
 
 def _seen_in_callback(frame: FrameType, known: tuple[Any, ...]) -> Open:
     """The check at `frame` of a function whose entry in `_in_callbacks` is
     `known`: not its first check (that one made the entry)."""
-    _, described, code, hook = known
-    return open_described(
-        frame, described, code, (described, _IN_CALLBACK, False, None, hook, False)
-    )
+    return open_described(frame, known[1], known[2], known[4])
 
 
 class Window(Tracker):
@@ -334,8 +338,10 @@ class Window(Tracker):
     # The locals of the frame a check is about to open at, when the caller read
     # them already (`_entries._push`): `open` takes them instead of reading again.
     locals: dict[str, Any] | None = None
-    # A host callback's finished checks, until `settle`: `(check, seconds, failed)`.
-    pending: list[tuple[Open, float, bool]] | None = None
+    # A host callback's finished checks, until `settle`: `(frame, data, checkers,
+    # seconds, failed)`, of the check's `Open` (`finish`) or of its record
+    # (`_entries._replay_known`).
+    pending: list[tuple[FrameType, Any, Sequence[str], float, bool]] | None = None
     # What jaxtyping's entry points saw in a host callback, while it runs
     # (`_entries`): replayed through `started`/`push_known`, `pause`, `resume` and
     # `close` once it returned.
@@ -471,9 +477,9 @@ class Window(Tracker):
             pending = self.pending
             if pending is None:
                 self.pending = pending = []
-            pending.append((check, seconds, failed))
+            pending.append((check.frame, check.data, check.checkers, seconds, failed))
             return
-        self._found(check, seconds, failed)
+        self._found(check.data, check.checkers, seconds, failed)
 
     def settle(self) -> None:
         """Turn the checks a host callback's window kept (`finish`) into `checks`,
@@ -484,21 +490,25 @@ class Window(Tracker):
         outside the callback's own time. The frames are those of checks that
         returned, whose callers are linked as they were."""
         pending, self.pending = self.pending, None
-        for check, seconds, failed in pending or ():
-            if _situation.compiled_in_callback(check.frame):
+        for frame, data, checkers, seconds, failed in pending or ():
+            if _situation.compiled_in_callback(frame):
                 continue  # the first run of a function jitted in the callback
-            if failed or not _detect._deliberate(check.frame):
-                self._found(check, seconds, failed)
+            if failed or not _detect._deliberate(frame):
+                self._found(data, checkers, seconds, failed)
 
-    def _found(self, check: Open, seconds: float, failed: bool) -> None:
-        described, situation, first, cls, hook, deliberate = check.data
+    def _found(
+        self, data: Any, checkers: Sequence[str], seconds: float, failed: bool
+    ) -> None:
+        """Keep the check whose `Open` had `data` and `checkers`, if it is one to
+        flag."""
+        described, situation, first, cls, hook, deliberate = data
         if deliberate and not failed:
             return
         if hook is _UNKNOWN:
             hook = import_hook_of(getattr(described.body, "__module__", None))
         found = _detect.Check(
             described.checked,
-            " with ".join(check.checkers),
+            " with ".join(checkers),
             "callback" if self.callback else described.what,
             seconds,
             first,

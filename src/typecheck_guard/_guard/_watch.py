@@ -9,7 +9,6 @@ level, so neither of them imports the other.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import sys
@@ -385,15 +384,19 @@ def watch_callback(
         # jaxtyping's checks tell us themselves (`_entries`), at a smaller cost to
         # the callback's own time than following their checker code; what they
         # wrote down is followed once the window's events are off.
-        recording = _entries.entered(window) if _entries.active() else None
+        recording = _entries.active()
         _detect.listen()
         try:
-            with recording or contextlib.nullcontext():
+            previous = _entries.enter(window) if recording else None
+            try:
                 token = _detect._window.set(window)
                 try:
                     return call(*args, **kwargs)
                 finally:
                     _detect._window.reset(token)
+            finally:
+                if recording:
+                    _entries.leave(window, previous)
         finally:
             window.settle()
             if window.checks:
@@ -415,8 +418,11 @@ def watch_callback(
         sys.setprofile(base)
         token = _detect._window.set(window)  # a jitted call inside is the callback's
         try:
-            with _entries.entered(window):
+            before = _entries.enter(window)
+            try:
                 return call(*args, **kwargs)
+            finally:
+                _entries.leave(window, before)
         finally:
             _detect._window.reset(token)
             sys.setprofile(previous)
