@@ -1171,6 +1171,37 @@ def test_the_short_replay_of_a_callback_is_the_long_one(
     assert taken[1:] == [short_way] * 3
 
 
+def test_one_function_decorated_with_two_checkers_is_two_sites_in_a_callback(sink):
+    # The guard knows a check in a callback by the jaxtyping decoration that runs
+    # it: the same function decorated with beartype and with typeguard is checked
+    # by each, and is two sites (it was one, named after the first checker seen).
+    import typeguard
+
+    def f(x: Float[ArrayLike, ""]) -> Float[ArrayLike, ""]:
+        return x
+
+    by_beartype = jaxtyped(typechecker=beartype)(f)
+    by_typeguard = jaxtyped(typechecker=typeguard.typechecked)(f)
+
+    def callback(x):
+        by_beartype(x)
+        by_typeguard(x)
+        by_typeguard(x)
+
+    step = _in_a_loop("jax.debug.callback", callback, times=2)
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(2):
+            step(jnp.zeros(()))
+            jax.effects_barrier()
+    counts = {
+        (site.checker, site.kind): entry[0] for site, entry in _totals(sink).items()
+    }
+    assert counts == {
+        ("jaxtyping with beartype", "callback"): 4,
+        ("jaxtyping with typeguard", "callback"): 8,
+    }
+
+
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
 def test_checks_in_a_callback_leave_nothing_open_behind_them(typecheck, monkeypatch):
     # On 3.12+ the guard keeps, per callback, which jaxtyping checks are open and

@@ -134,7 +134,7 @@ def leave(window: Any, previous: Any) -> None:
 
 # What the hooks write down in a callback window's `events`, in order:
 # `(_STARTED, frame, locals or None, checked function, exception being handled,
-# time)`; `(_BODY, checked function, time)` when a `_Stub` of arguments returned and
+# time, the `_Bound` that bound its arguments or None)`; `(_BODY, checked function, time)` when a `_Stub` of arguments returned and
 # `(_BODY_DONE, checked function, time)` when a `_Stub` of a return value starts;
 # `(_ENDED, frame, exception, time)`.
 _STARTED, _BODY, _BODY_DONE, _ENDED = range(4)
@@ -154,8 +154,9 @@ def _replay(window: Any, events: list[tuple[Any, ...]]) -> None:
         what = event[0]
         try:
             if what == _STARTED:
-                _, frame, local, body, handled, start = event
-                if not window.push_known(frame, local, body, handled, start):
+                _, frame, local, body, handled, start, signature = event
+                key = _key(local, signature)
+                if not window.push_known(frame, local, body, handled, start, key):
                     window.locals = local
                     window.recorded = True
                     try:
@@ -220,7 +221,7 @@ def _replay_known(window: Any, events: list[tuple[Any, ...]]) -> bool:
         if what == _STARTED:
             if event[2] is not None or (stack and stack[-1][5] is None):
                 return False
-            known = known_of(event[3])
+            known = known_of(_key(None, event[6]))
             if known is None:
                 return False
             code = known[2]
@@ -258,6 +259,17 @@ def _replay_known(window: Any, events: list[tuple[Any, ...]]) -> bool:
         for frame, known, seconds in done:
             pending.append((frame, known[4], known[5], seconds, False))
     return True
+
+
+def _key(local: dict[str, Any] | None, signature: Any) -> Any:
+    """What `_track._in_callbacks` knows a check by: the `wrapped_fn_impl` closure of
+    the jaxtyping decoration it runs, from the wrapper's locals `local` or the
+    `_Bound` `signature` of that closure. One per decoration: the same function
+    decorated twice, with two checkers, is two of them."""
+    if local is not None:
+        return local.get("wrapped_fn_impl")
+    impl = getattr(signature, "_typecheck_guard_impl", None)
+    return impl() if impl is not None else None
 
 
 def active() -> bool:
@@ -350,7 +362,11 @@ class _Bound(inspect.Signature):
     reading the frame's locals (those very arguments are the evidence). Equal to
     the signature, and it prints, copies and pickles as one."""
 
-    __slots__ = ("_typecheck_guard_original", "_typecheck_guard_fn")
+    __slots__ = (
+        "_typecheck_guard_original",
+        "_typecheck_guard_fn",
+        "_typecheck_guard_impl",
+    )
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
         if _local.window is None:
@@ -358,7 +374,12 @@ class _Bound(inspect.Signature):
         start = _detect._clock()
         bound = self._bind(args, kwargs)
         # The check started with the binding, as it does where it is followed.
-        _local.bound = (bound, getattr(self, "_typecheck_guard_fn", None), start)
+        _local.bound = (
+            bound,
+            getattr(self, "_typecheck_guard_fn", None),
+            start,
+            self,
+        )
         return bound
 
     def __reduce__(self) -> Any:
@@ -409,7 +430,13 @@ def _hook(local: dict[str, Any]) -> Any:
             return None
         cell_param.cell_contents = _Stub(param, fn, False)
         cell_full.cell_contents = _Stub(full, fn, True)
-        bound = signature_as(_Bound, signature, _typecheck_guard_fn=fn)
+        bound = signature_as(
+            _Bound,
+            signature,
+            _typecheck_guard_fn=fn,
+            # Weakly: the closure holds this signature.
+            _typecheck_guard_impl=weakref.ref(impl),
+        )
         cell_signature.cell_contents = bound
         local["param_signature"] = bound  # what reading the locals again would give
         # By the closure that holds the cells, weakly: a checked function the
@@ -441,16 +468,17 @@ def _push(arguments: Any) -> Any:
                     # closure's checked function is this check's, which started
                     # with the binding.
                     _local.bound = None
-                    local, body, start = None, bound[1], bound[2]
+                    local, body, start, signature = None, bound[1], bound[2], bound[3]
                 else:  # the first check of this function we see
                     local = frame.f_locals
                     body = _hook(local)
                     start = _detect._clock()
+                    signature = None
                 entered = window.entered
                 if entered is not None:
                     entered.append(frame)
                 window.events.append(
-                    (_STARTED, frame, local, body, _exception(), start)
+                    (_STARTED, frame, local, body, _exception(), start, signature)
                 )
             except Exception:  # never let the watching break the user's program
                 pass

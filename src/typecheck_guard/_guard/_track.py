@@ -267,15 +267,17 @@ def import_hook_of(module: str | None) -> str | None:
     return found
 
 
-# What a check in a host callback checked, by the function jaxtyping checks (the
-# same every run): jaxtyping's new-style checks only, whose description depends on
-# that function alone. A callback runs often (a progress meter), and watching it must
-# not change timing a program can observe (`_entries`): after the first check of a
-# function, its next ones cost a dictionary lookup. By the function's id:
-# `(weak reference to it, its description without it or the frame's locals, its
-# code if it is the body, the import hook that instrumented its module, the `data`
-# and the `checkers` of each of its checks)`. Weakly: a value that held the function
-# would keep it alive.
+# What a check in a host callback checked, by the jaxtyping decoration that checks
+# it (the same every run): jaxtyping's new-style checks only, whose description
+# depends on that decoration alone. A callback runs often (a progress meter), and watching it
+# must not change timing a program can observe (`_entries`): after the first check
+# of a function, its next ones cost a dictionary lookup. By the id of the decoration's
+# `wrapped_fn_impl` closure (`_entries._key`; not of the checked function, which two
+# decorations with two checkers share): `(weak reference to it, the description
+# without the function or the frame's locals, the function's code if it is the
+# body, the import hook that instrumented its module, the `data` and the `checkers`
+# of each of its checks)`. Weakly: a value that held the closure would keep it
+# alive.
 _in_callbacks: dict[int, tuple[Any, ...]] = {}
 _MAX_IN_CALLBACKS: Final = 10_000
 # What `finish` finds in `Open.data[4]` when the import hook is not looked up yet.
@@ -285,23 +287,23 @@ _UNKNOWN: Final = object()
 _IN_CALLBACK: Final = _situation.Situation("callback", None, False)
 
 
-def _known_in_callback(fn: Any) -> tuple[Any, ...] | None:
-    """`_in_callbacks`'s entry for `fn`, if it is `fn`'s (not a dead one's)."""
-    known = _in_callbacks.get(id(fn))
-    return known if known is not None and known[0]() is fn else None
+def _known_in_callback(key: Any) -> tuple[Any, ...] | None:
+    """`_in_callbacks`'s entry for `key`, if it is `key`'s (not a dead one's)."""
+    known = _in_callbacks.get(id(key))
+    return known if known is not None and known[0]() is key else None
 
 
-def _remember_in_callback(fn: Any, described: _detect.Described) -> None:
+def _remember_in_callback(key: Any, fn: Any, described: _detect.Described) -> None:
     body = described.body
     try:
-        ref = weakref.ref(fn)
+        ref = weakref.ref(key)
     except TypeError:
         return
     if len(_in_callbacks) >= _MAX_IN_CALLBACKS:
         _in_callbacks.clear()
     kept = described._replace(frame_locals={}, body=None)
     hook = import_hook_of(getattr(body, "__module__", None))
-    _in_callbacks[id(fn)] = (
+    _in_callbacks[id(key)] = (
         ref,
         kept,
         body.__code__ if body is fn else None,
@@ -411,10 +413,12 @@ class Window(Tracker):
         body: Any,
         handled: Any,
         start: float,
+        key: Any,
     ) -> bool:
         """What `started` does for jaxtyping's wrapper of a function already checked
         in a callback (`_in_callbacks`), seen at `frame` (its locals `local`, or
-        `None`; the checked function `body`) by `_entries`, with no check open or in
+        `None`; the checked function `body`; `key`, its decoration's `_entries._key`)
+        by `_entries`, with no check open or in
         the body of one: opens its check, begun at `start` where `handled` was the
         exception being handled, and returns `True`. `False` leaves every other case
         to `started`. (`_entries` saw that jaxtyping checks and JAX wasn't tracing:
@@ -422,12 +426,9 @@ class Window(Tracker):
         stack = self._stack
         if not self.callback or (stack and stack[-1].in_body is None):
             return False
-        if local is None:  # `body` is the `fn` of the closure that bound the call
-            known = _known_in_callback(body)
-        else:
-            known = _known_in_callback(local.get("fn"))
-            if "wrapped_fn_impl" not in local:
-                return False
+        if local is not None and "wrapped_fn_impl" not in local:
+            return False
+        known = _known_in_callback(key)
         if known is None:
             return False
         code = known[2]
@@ -458,7 +459,8 @@ class Window(Tracker):
             return self._opened(frame, described, _IN_CALLBACK, None)
         if not recorded and _detect._jaxtyping_switched_off(local):
             return None
-        known = _known_in_callback(fn)
+        key = local["wrapped_fn_impl"]
+        known = _known_in_callback(key)
         if known is not None:
             code = known[2]
             if code is not None and _detect.kind_of(code) != _detect._BODY:
@@ -468,7 +470,7 @@ class Window(Tracker):
         if described is None:
             return None
         check = self._opened(frame, described, _IN_CALLBACK, None)
-        _remember_in_callback(fn, described)
+        _remember_in_callback(key, fn, described)
         return check
 
     def finish(self, check: Open, seconds: float, failed: bool) -> None:
