@@ -122,11 +122,13 @@ _typeguard_suppression: Any = None
 
 # What we time checks with; a test swaps it for a fake clock.
 _clock = time.perf_counter
-# What the guard has seen checked: the first check of each function carries the
-# checker's one-time setup. Functions are held weakly; checks that wrap no function
-# (`isinstance`, `check_type`) are keyed by what they checked.
-_seen_functions: weakref.WeakSet[Any] = weakref.WeakSet()
-_seen: set[str] = set()
+# What the guard has seen checked: the first check of each function by each checker
+# carries that checker's one-time setup (a function decorated twice, with beartype
+# and with typeguard, has a first check with each). Functions are held weakly, with
+# the checkers seen; checks that wrap no function (`isinstance`, `check_type`) are
+# keyed by what they checked and the checker.
+_seen_functions: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_seen: set[tuple[str, str]] = set()
 _MAX_SEEN: Final = 50_000
 
 _TYPEGUARD_FUNCTIONS: Final = frozenset(
@@ -862,21 +864,27 @@ def _kind_of(checked: str, kind: int) -> str:
     return "function"
 
 
-def _first(checked: str, fn: Any) -> bool:
+def _first(checked: str, fn: Any, checker: str) -> bool:
     """Whether this is the first check of `fn` (or of `checked`, for a check that
-    wraps no function) the guard has seen in this process."""
+    wraps no function) by `checker` the guard has seen in this process."""
     try:
-        if fn in _seen_functions:
-            return False
-        _seen_functions.add(fn)
-        return True
+        checkers = _seen_functions.get(fn)
+        if checkers is None:
+            _seen_functions[fn] = {checker}
+            return True
     except TypeError:  # `None`, or no weak reference to it
         pass
-    if checked in _seen:
+    else:
+        if checker in checkers:
+            return False
+        checkers.add(checker)
+        return True
+    key = (checked, checker)
+    if key in _seen:
         return False
     if len(_seen) >= _MAX_SEEN:
         _seen.clear()
-    _seen.add(checked)
+    _seen.add(key)
     return True
 
 

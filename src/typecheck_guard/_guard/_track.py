@@ -398,7 +398,7 @@ class Window(Tracker):
                 _detect._watch_body(code)
             else:  # a checker's own code: what runs in it is part of the check
                 code = None
-        first = _detect._first(described.checked, body)
+        first = _detect._first(described.checked, body, described.checker)
         return open_described(
             frame,
             described,
