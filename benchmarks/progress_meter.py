@@ -15,10 +15,10 @@ lives that much longer: 100 times over.
 Per round, interleaved: plain; `typecheck_guard.runtime_checks("log")` (the guard
 listening, as under `--typecheck-guard=warn`); `typecheck_guard.profile()`. Each
 times the second solve in its block (the first after attaching pays for
-instrumenting the code that runs, once per block). We report the bar's life (tqdm's creation to its close), the time from one refresh
-to the next (the median over the bar's refreshes: on a shared machine a bar's life
-varies by a third from round to round, a refresh's median much less), and in how
-many rounds the bar printed the lines the test expects.
+instrumenting the code that runs, once per block). We report the bar's life
+(tqdm's creation to its close), the time from one refresh to the next (the median
+over the bar's refreshes, which one slow refresh does not move), and in how many
+rounds the bar printed the lines the test expects.
 
     python benchmarks/progress_meter.py [--rounds 15]
 

@@ -134,9 +134,10 @@ def leave(window: Any, previous: Any) -> None:
 
 # What the hooks write down in a callback window's `events`, in order:
 # `(_STARTED, frame, locals or None, checked function, exception being handled,
-# time, the `_Bound` that bound its arguments or None)`; `(_BODY, checked function, time)` when a `_Stub` of arguments returned and
-# `(_BODY_DONE, checked function, time)` when a `_Stub` of a return value starts;
-# `(_ENDED, frame, exception, time)`.
+# time, the `_Bound` that bound its arguments or None)`; `(_BODY, checked function,
+# time)` when a `_Stub` of arguments returned and `(_BODY_DONE, checked function,
+# time)` when a `_Stub` of a return value starts; `(_ENDED, frame, exception,
+# time)`.
 _STARTED, _BODY, _BODY_DONE, _ENDED = range(4)
 
 
@@ -204,9 +205,9 @@ def _replay_known(window: Any, events: list[tuple[Any, ...]]) -> bool:
     the window's `pending` as `finish` adds it, in the order the checks ended.
     Returns `False`, having changed nothing, for anything else (a first check, one
     that failed or raised, checker code outside a body, a check left open), which
-    `_replay` follows one event at a time: the same result, with an `Open` per check. Its frames were all recorded by
-    `_push` and `_pop`; the time between two runs of a callback is what a progress
-    meter measures, and this is most of ours there."""
+    `_replay` follows one event at a time: the same result, with an `Open` per
+    check. The time between two runs of a callback is what a progress meter
+    measures, and this was most of ours there."""
     if window._stack or not window.callback:
         return False
     known_of = _track._known_in_callback

@@ -269,15 +269,15 @@ def import_hook_of(module: str | None) -> str | None:
 
 # What a check in a host callback checked, by the jaxtyping decoration that checks
 # it (the same every run): jaxtyping's new-style checks only, whose description
-# depends on that decoration alone. A callback runs often (a progress meter), and watching it
-# must not change timing a program can observe (`_entries`): after the first check
-# of a function, its next ones cost a dictionary lookup. By the id of the decoration's
-# `wrapped_fn_impl` closure (`_entries._key`; not of the checked function, which two
-# decorations with two checkers share): `(weak reference to it, the description
-# without the function or the frame's locals, the function's code if it is the
-# body, the import hook that instrumented its module, the `data` and the `checkers`
-# of each of its checks)`. Weakly: a value that held the closure would keep it
-# alive.
+# depends on that decoration alone. A callback runs often (a progress meter), and
+# watching it must not change timing a program can observe (`_entries`): after the
+# first check of a function, its next ones cost a dictionary lookup. By the id of
+# the decoration's `wrapped_fn_impl` closure (`_entries._key`; not of the checked
+# function, which two decorations with two checkers share): `(weak reference to it,
+# the description without the function or the frame's locals, the function's code
+# if it is the body, the import hook that instrumented its module, the `data` and
+# the `checkers` of each of its checks)`. Weakly: a value that held the closure
+# would keep it alive.
 _in_callbacks: dict[int, tuple[Any, ...]] = {}
 _MAX_IN_CALLBACKS: Final = 10_000
 # What `finish` finds in `Open.data[4]` when the import hook is not looked up yet.
