@@ -40,11 +40,12 @@ Row = tuple[float, float, float, float, float]
 
 def callback_cost(
     watched: Callable[[bool], AbstractContextManager[Any]], rounds: int, calls: int
-) -> dict[str, dict[str, Row]]:
-    """Per kind of callback ("plain", "jaxtyped", "jaxtyped, nested") and per figure
-    ("own": one run of its own Python, "period": from one run's start to the next's):
-    the median outside `watched(False)` and inside `watched(True)`, the median of the
-    per-round ratios, and the lowest and highest round."""
+) -> dict[str, Row]:
+    """Per figure ("own time": one run of the callback's own Python, "period": from
+    one run's start to the next's) and kind of callback ("plain", "jaxtyped",
+    "jaxtyped, nested"), labelled "FIGURE, KIND": the median outside
+    `watched(False)` and inside `watched(True)`, the median of the per-round
+    ratios, and the lowest and highest round."""
     import jax
     import jax.numpy as jnp
     from beartype import beartype
@@ -103,24 +104,21 @@ def callback_cost(
 
         run(False), run(True)  # compiled, checker set up
         figures: dict[str, tuple[list[float], list[float], list[float]]] = {
-            "own": ([], [], []),
+            "own time": ([], [], []),
             "period": ([], [], []),
         }
         for _ in range(rounds):
             a, b = run(False), run(True)
-            for i, figure in enumerate(("own", "period")):
-                off, on, ratios = figures[figure]
+            for i, (off, on, ratios) in enumerate(figures.values()):
                 off.append(a[i])
                 on.append(b[i])
                 ratios.append(b[i] / a[i])
-        out[name] = {
-            figure: (
+        for figure, (off, on, ratios) in figures.items():
+            out[f"{figure}, {name}"] = (
                 statistics.median(off),
                 statistics.median(on),
                 statistics.median(ratios),
                 min(ratios),
                 max(ratios),
             )
-            for figure, (off, on, ratios) in figures.items()
-        }
     return out

@@ -429,7 +429,13 @@ def callback_name(frame: FrameType) -> str:
     (`__qualname__` is writable), and the row is named as the callback is now."""
     local = frame.f_locals
     fn = _detect.callback_function(local.get("callback"))
-    return f"{local.get('primitive', 'host callback')}({_detect.qualified(fn)})"
+    return callback_label(local.get("primitive", "host callback"), fn)
+
+
+def callback_label(primitive: str, fn: Any) -> str:
+    """`jax.pure_callback(module.f)`: how the profile and the runtime guard name the
+    callback `fn` (`_detect.callback_function`'s) of `primitive`."""
+    return f"{primitive}({_detect.qualified(fn)})"
 
 
 def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:

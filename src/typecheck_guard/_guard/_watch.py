@@ -452,7 +452,7 @@ def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
     if known is not None and known[0]() is callback:
         return known[1], known[2]
     fn = _detect.callback_function(callback)
-    name = f"{primitive}({_detect.qualified(fn)})"
+    name = _situation.callback_label(primitive, fn)
     where = _detect.defined_at(fn)
     try:
         ref = weakref.ref(callback)
