@@ -1209,6 +1209,99 @@ def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
         assert [ref() for ref in dropped] == [None, None]
 
 
+def test_the_body_hook_answers_no_type_check_as_the_function():
+    # jaxtyping skips a function whose `__no_type_check__` is set, read off what its
+    # closure holds: on Python 3.11, while profiling, our body hook. We read it
+    # without the hook's `__getattr__` (`_detect.forwarders`): the same answer as
+    # `getattr`, whichever of the two holds the attribute, and a check switched
+    # off mid-profile is no check, as without the profile.
+    from typecheck_guard._profile._engine import _Body
+
+    def f(x):
+        return x
+
+    body = _Body(f)
+    assert type(body) in _detect.forwarders
+    for on_fn, on_body in itertools.product((None, True, False, 0, "yes"), repeat=2):
+        for target, value in ((f, on_fn), (body, on_body)):
+            target.__dict__.pop("__no_type_check__", None)
+            if value is not None:
+                target.__no_type_check__ = value
+        expected = bool(getattr(body, "__no_type_check__", False))
+        assert _detect._no_type_check(body) is expected, (on_fn, on_body)
+
+    @jaxtyped(typechecker=beartype)
+    def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return 2 * x
+
+    with typecheck_guard.profile() as prof:
+        scale(jnp.ones(2))
+        scale.__wrapped__.__no_type_check__ = True
+        assert scale(jnp.ones((2, 2))).shape == (2, 2)  # unchecked: no error
+    assert [s.count for s in prof.sites] == [1]
+
+
+def test_the_profile_counts_the_checks_jaxtyping_runs_as_its_switches_change():
+    # A check jaxtyping's wrapper began (it bound the arguments) is one whatever
+    # its off-switches say later; one it skipped is none. Counted independently: the
+    # calls of the checker's argument stub, one per check.
+    import jaxtyping
+
+    checks = []
+
+    def counting(fn):
+        checked = beartype(fn)
+
+        @ft.wraps(fn)
+        def stub(*args, **kwargs):
+            checks.append(fn)
+            return checked(*args, **kwargs)
+
+        return stub
+
+    @jaxtyped(typechecker=counting)
+    def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return 2 * x
+
+    switches = {
+        2: lambda: jaxtyping.config.update("jaxtyping_disable", True),
+        3: lambda: jaxtyping.config.update("jaxtyping_disable", False),
+        4: lambda: setattr(scale, "__no_type_check__", True),
+        5: lambda: delattr(scale, "__no_type_check__"),
+        6: lambda: setattr(scale.__wrapped__, "__no_type_check__", 1),
+        7: lambda: delattr(scale.__wrapped__, "__no_type_check__"),
+    }
+    try:
+        with typecheck_guard.profile() as prof:
+            for step in range(9):
+                switches.get(step, lambda: None)()
+                scale(jnp.ones(2))
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+    argument_checks = len(checks) // 2  # the arguments' stub and the return's
+    assert argument_checks == 6  # steps 0, 1, 3, 5, 7, 8
+    assert [s.count for s in prof.sites] == [argument_checks]
+
+
+def test_a_rows_threads_are_named_as_they_were_when_they_checked():
+    @jaxtyped(typechecker=beartype)
+    def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return 2 * x
+
+    thread = threading.current_thread()
+    name = thread.name
+    try:
+        with typecheck_guard.profile() as prof:
+            scale(jnp.ones(2))
+            thread.name = "renamed-while-profiled"
+            scale(jnp.ones(2))
+    finally:
+        thread.name = name
+    (site,) = prof.sites
+    assert site.count == 2
+    assert set(site.threads) == {name, "renamed-while-profiled"}
+
+
 def test_the_report_fits_100_columns():
     # A terminal's and the documentation's width: long site names break over lines
     # in their column, at spaces and after dots; nothing is cut.

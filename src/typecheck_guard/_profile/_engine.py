@@ -523,6 +523,9 @@ class _Body:
         return out
 
 
+_detect.forwarders[_Body] = "__typecheck_guard_body__"
+
+
 class _Signature(inspect.Signature):
     """jaxtyping's `param_signature`, whose `bind` ends the fast-path check when it
     raises (before `wrapped_fn` reaches its `try ... finally: pop_shape_memo()`).
@@ -811,6 +814,7 @@ class _Data:
     def __init__(
         self,
         described: Any,
+        function: Any,
         situation: Any,
         cls: Any,
         handled: Any,
@@ -820,8 +824,7 @@ class _Data:
         self.situation = situation
         self.cls = cls
         # The checked function, as jaxtyping's closure held it before our body hook.
-        body = described.body if described is not None else None
-        self.function = getattr(body, "__typecheck_guard_body__", body)
+        self.function = function
         # The exception being handled where the check started (`sys.exc_info()`
         # there): seeing it again at the end is not the check failing.
         self.handled = handled
@@ -910,13 +913,15 @@ class _Thread(Tracker):
         if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
             situation = _unseen_dispatch(situation, caller, described.what, cls)
         body = described.body
-        code = body.__code__ if body is not None else None
+        # The checked function, as jaxtyping's closure held it before our body hook.
+        function = body.__typecheck_guard_body__ if type(body) is _Body else body
+        code = function.__code__ if function is not None else None
         if code is not None and _kinds.get(id(code)) != _BODY:
             if _detect.body_code(code):
                 _watch_body(code)
             else:  # a checker's own code: what runs in it is part of the check
                 code = None
-        data = _Data(described, situation, cls, sys.exc_info()[1], walked)
+        data = _Data(described, function, situation, cls, sys.exc_info()[1], walked)
         # `unflatten_safe`'s verdict cache checks a call it can't tell from a
         # construction, the first time it sees its key: a pass is the check of every
         # later call with that key (`_finish` files it as `verdict`); a failure is
