@@ -34,7 +34,10 @@ __all__ = ["callee", "is_jitted", "made_at"]
 # What a call site's callee is, by (code, instruction offset): the path of names
 # and attributes to read (`("self", "step")`), or `None` for an expression we don't
 # read (a call, a subscript, ...). Bounded: a program may make code without end.
-_paths: dict[tuple[CodeType, int], tuple[str, ...] | None] = {}
+# `(id(code), offset) -> (code, path)`: by the code object's identity (a code
+# object hashes its whole contents, once per check), holding it so that the id
+# stays its own.
+_paths: dict[tuple[int, int], tuple[CodeType, tuple[str, ...] | None]] = {}
 _MAX_PATHS: Final = 10_000
 _UNKNOWN: Final = object()
 
@@ -71,11 +74,10 @@ def _path(node: ast.expr) -> tuple[str, ...] | None:
 
 def _callee_path(frame: FrameType) -> tuple[str, ...] | None:
     code, offset = frame.f_code, frame.f_lasti
-    key = (code, offset)
-    try:
-        return _paths[key]
-    except KeyError:
-        pass
+    key = (id(code), offset)
+    known = _paths.get(key)
+    if known is not None and known[0] is code:
+        return known[1]
     path = None
     text = _source(code, offset, frame)
     if text is not None:
@@ -87,7 +89,7 @@ def _callee_path(frame: FrameType) -> tuple[str, ...] | None:
             path = _path(tree.func)
     if len(_paths) >= _MAX_PATHS:
         _paths.clear()
-    _paths[key] = path
+    _paths[key] = (code, path)
     return path
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
@@ -428,8 +429,27 @@ def callback_name(frame: FrameType) -> str:
     Worked out again for each check: a callback may change its name while it lives
     (`__qualname__` is writable), and the row is named as the callback is now."""
     local = frame.f_locals
-    fn = _detect.callback_function(local.get("callback"))
+    callback = local.get("callback")
+    # What JAX hands its trampolines holds the user's function for good (a frozen
+    # `_FlatCallback`, `jax.debug.callback`'s closure): found once per callback,
+    # named as it is now.
+    known = _callback_functions.get(id(callback))
+    fn = known[1]() if known is not None and known[0]() is callback else None
+    if fn is None:
+        fn = _detect.callback_function(callback)
+        try:
+            refs = (weakref.ref(callback), weakref.ref(fn))
+        except TypeError:
+            pass
+        else:
+            if len(_callback_functions) >= 1_000:
+                _callback_functions.clear()
+            _callback_functions[id(callback)] = refs
     return callback_label(local.get("primitive", "host callback"), fn)
+
+
+# `callback_name`'s: `id(callback) -> (weak reference to it, to its function)`.
+_callback_functions: dict[int, tuple[Any, Any]] = {}
 
 
 def callback_label(primitive: str, fn: Any) -> str:

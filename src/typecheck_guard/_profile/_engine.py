@@ -442,12 +442,16 @@ def _open_jaxtyping(frame: FrameType) -> None:
     if stack and stack[-1].frame is frame:
         return  # opened at `bind`
     _local.opening = True
+    # jaxtyping's wrapper binds and pushes only once its off-switches said it
+    # checks: `describe` need not read them again.
+    state.checks = True
     try:
         state.started(frame, _detect._JAXTYPING)
     except Exception:  # never let the watching break the user's program
         pass
     finally:
         _local.opening = False
+        state.checks = False
 
 
 class _Body:
@@ -850,6 +854,14 @@ class _Thread(Tracker):
     # The error a failed check raised, when the backend tells us (`sys.monitoring`'s
     # `PY_UNWIND`, jaxtyping's `finally` on the 3.11 fast path).
     _error: Any = None
+    # The check opening now is one jaxtyping's wrapper said it makes (`_pushed`,
+    # `_Signature.bind`).
+    checks = False
+
+    def __init__(self) -> None:
+        # This thread (made in it, `_state`): each record carries its name, which a
+        # program may change while it runs.
+        self.thread = threading.current_thread()
 
     # The `sys.setprofile` backend's profile function.
     def event(
@@ -893,7 +905,7 @@ class _Thread(Tracker):
             for recorder in _recorders:
                 recorder._add(_PROBE)
             return None
-        described = _detect.describe(frame, kind)
+        described = _detect.describe(frame, kind, self.checks)
         if described is None:
             return None
         cls = _situation.built_class(frame, described.what)
@@ -981,7 +993,7 @@ class _Thread(Tracker):
             situation.jitted,
             data.cls,
             check.pytree,
-            threading.current_thread().name,
+            self.thread.name,
             seconds,
             failed=failed,
             rebuild=situation.rebuild,
