@@ -307,6 +307,8 @@ def _compose(first: Any, second: Any) -> Any:
 
 
 def _log(tally: Tally) -> None:
+    if _logged.issuperset(tally):
+        return  # each site logged already: a host callback's every later run
     with _lock:
         new = [site for site in tally if site not in _logged]
         _logged.update(new)
