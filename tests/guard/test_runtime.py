@@ -872,6 +872,27 @@ def test_callback_counts_are_the_same_every_run(typecheck, sink):
     assert sorted(runs[0].values()) == [6, 6, 6]
 
 
+def test_a_callback_site_is_named_as_the_callback_is_now(typecheck, sink):
+    # A callback may change its name while it lives (`__qualname__` is writable):
+    # each run's site is named as the callback was then, as the profile names it.
+    progress = _checked_progress(typecheck)
+
+    def host(x):
+        progress(x)
+
+    step = _in_a_loop("jax.debug.callback", host, times=1)
+    x = step(jnp.zeros(()))
+    jax.effects_barrier()
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        for i in range(3):
+            host.__qualname__ = f"host_v{i}"
+            x = step(x)
+            jax.effects_barrier()
+    named = {site.jitted: entry[0] for site, entry in _totals(sink).items()}
+    assert named == {f"jax.debug.callback({__name__}.host_v{i})": 1 for i in range(3)}
+
+
 def test_disallow_with_callbacks_raises_for_callback_checks(typecheck):
     progress = _checked_progress(typecheck)
     step = _in_a_loop("jax.pure_callback", progress, times=2)

@@ -441,28 +441,31 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
-# `(primitive, id(callback))` -> (a weak reference to the callback, its name, where
-# it is defined): a callback runs often (a progress meter), and the same one each
-# time. Weakly: a callback the program drops (and what it closes over) is not kept
-# alive by us.
-_callback_names: dict[tuple[str, int], tuple[Any, str, str]] = {}
+# `(primitive, id(callback))` -> (a weak reference to the callback, to its
+# function, that function's code, where it is defined): a callback runs often (a
+# progress meter), and the same one each time. Weakly: a callback the program drops
+# (and what it closes over) is not kept alive by us. The name is read at each run,
+# as the profile reads it: a callback may change its `__qualname__` while it lives.
+_callback_names: dict[tuple[str, int], tuple[Any, Any, Any, str]] = {}
 
 
 def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
     key = (primitive, id(callback))
     known = _callback_names.get(key)
     if known is not None and known[0]() is callback:
-        return known[1], known[2]
+        fn = known[1]()
+        if fn is not None and getattr(fn, "__code__", None) is known[2]:
+            return _situation.callback_label(primitive, fn), known[3]
     fn = _detect.callback_function(callback)
     name = _situation.callback_label(primitive, fn)
     where = _detect.defined_at(fn)
     try:
-        ref = weakref.ref(callback)
+        refs = (weakref.ref(callback), weakref.ref(fn))
     except TypeError:
         return name, where
     if len(_callback_names) >= 10_000:
         _callback_names.clear()
-    _callback_names[key] = (ref, name, where)
+    _callback_names[key] = (*refs, getattr(fn, "__code__", None), where)
     return name, where
 
 
