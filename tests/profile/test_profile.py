@@ -1302,6 +1302,162 @@ def test_a_rows_threads_are_named_as_they_were_when_they_checked():
     assert set(site.threads) == {name, "renamed-while-profiled"}
 
 
+def test_what_a_program_does_through_the_closure_cell_reaches_the_function():
+    # A program may reach jaxtyping's closure cell and write, delete, compare or
+    # copy what it holds: while profiled (on 3.11, our body hook), each does to
+    # the function what it does without us, and jaxtyping checks as it would.
+    import copy
+
+    import jaxtyping
+
+    def program():
+        @jaxtyped(typechecker=beartype)
+        def f(x: int) -> int:
+            return x
+
+        cell = f.__closure__[f.__code__.co_freevars.index("fn")]
+        out = []
+        f(0)  # its first check: the profile's hook is in the cell from here on
+        held = cell.cell_contents
+        out.append((held == f.__wrapped__, hash(held) == hash(f.__wrapped__)))
+        out.append((copy.copy(held) is held, copy.deepcopy(held) is held))
+        held.__no_type_check__ = True  # off, through the cell
+        f.__wrapped__.__no_type_check__ = False  # on again, through the function
+        try:
+            f("not an int")  # type: ignore[arg-type]
+            out.append("no error")
+        except jaxtyping.TypeCheckError:
+            out.append("checked")
+        f.__wrapped__.__no_type_check__ = True
+        del held.__no_type_check__  # through the cell: from the function
+        out.append(hasattr(f.__wrapped__, "__no_type_check__"))
+        held.__qualname__ = "renamed"
+        out.append((f.__wrapped__.__qualname__, held.__qualname__))
+        f(1)
+        return out
+
+    plain = program()
+    with typecheck_guard.profile() as prof:
+        profiled = program()
+    assert (
+        profiled
+        == plain
+        == [
+            (True, True),
+            (True, True),
+            "checked",
+            False,
+            ("renamed", "renamed"),
+        ]
+    )
+    assert sum(site.failed for site in prof.sites) == 1
+    assert sum(site.count for site in prof.sites) == 3
+
+
+def test_a_checked_callable_object_is_named_after_itself_every_time():
+    class Scale:
+        __globals__ = globals()  # what jaxtyping reads off a function
+        __name__ = "Scale"
+
+        def __call__(self, x: int) -> int:
+            return x
+
+    scale = jaxtyped(typechecker=beartype)(Scale())
+    with typecheck_guard.profile() as prof:
+        for i in range(3):
+            scale(i)
+    assert [(s.name, s.count) for s in prof.sites] == [
+        (f"{__name__}.{Scale.__qualname__}(...)", 3)
+    ]
+
+
+def test_the_profile_registers_no_thread_of_its_own():
+    # A thread `threading` did not start (one of JAX's, running a host callback,
+    # or `_thread`'s) is named without registering it: `threading.current_thread()`
+    # would leave a `Dummy-N` thread behind, and take a number from `Thread-N`.
+    import _thread
+
+    @jaxtyped(typechecker=beartype)
+    def g(x: int) -> int:
+        return x
+
+    done = threading.Event()
+
+    def raw():
+        g(1)
+        done.set()
+
+    before = {t.ident for t in threading.enumerate()}
+    with typecheck_guard.profile() as prof:
+        _thread.start_new_thread(raw, ())
+        assert done.wait(10)
+    time.sleep(0.1)
+    assert {t.ident for t in threading.enumerate()} <= before
+    (site,) = prof.sites
+    (name,) = site.threads
+    assert name.startswith("thread ") and int(name.split()[1]) > 0
+
+
+def test_an_off_switch_of_the_programs_runs_as_often_as_without_the_profile():
+    # `__no_type_check__` may be the program's own object, whose truth is its code
+    # (here: true every second time it is asked), or a property: jaxtyping asks it
+    # once per call. The profile asks nothing that runs it, and counts as checks
+    # exactly the calls jaxtyping checked (counted by the checker's stub).
+    checks = []
+
+    def counting(fn):
+        checked = beartype(fn)
+
+        @ft.wraps(fn)
+        def stub(*args, **kwargs):
+            checks.append(fn)
+            return checked(*args, **kwargs)
+
+        return stub
+
+    class EverySecond:
+        asked = 0
+
+        def __bool__(self):
+            EverySecond.asked += 1
+            return EverySecond.asked % 2 == 0
+
+    class Scale:
+        __globals__ = globals()  # what jaxtyping reads off a function
+        __name__ = "Scale"
+        read = 0
+
+        @property
+        def __no_type_check__(self):
+            Scale.read += 1
+            return False
+
+        def __call__(self, x: int) -> int:
+            return x
+
+    def program():
+        EverySecond.asked = Scale.read = 0
+        checks.clear()
+
+        @jaxtyped(typechecker=counting)
+        def f(x: int) -> int:
+            return x
+
+        f.__wrapped__.__no_type_check__ = EverySecond()
+        scale = jaxtyped(typechecker=counting)(Scale())
+        for i in range(4):
+            f(i)
+            scale(i)
+        return EverySecond.asked, Scale.read, len(checks) // 2
+
+    plain = program()
+    with typecheck_guard.profile() as prof:
+        profiled = program()
+    assert profiled == plain
+    assert plain[2] == 2 + 4  # f's first and third calls, each of scale's
+    assert sum(site.count for site in prof.sites) == plain[2]
+
+
 def test_the_report_fits_100_columns():
     # A terminal's and the documentation's width: long site names break over lines
     # in their column, at spaces and after dots; nothing is cut.

@@ -667,14 +667,18 @@ def _describe_impl(impl: Any, fn: Any) -> tuple[Any, ...]:
         unhooked(_cell_value(cells, "full_fn")),
         _cell_value(cells, "full_signature"),
     )
-    checked = qualified(fn)
+    # Named after the function, not a stand-in of ours that holds it (the
+    # profiler's body hook in the closure, from the second check on).
+    held = forwarders.get(type(fn))
+    function = getattr(fn, held, fn) if held is not None else fn
+    checked = qualified(function)
     known = (
         _dead,
         _dead,
         checked,
         checker,
         _kind_of(checked, _JAXTYPING),
-        isinstance(getattr(fn, "__code__", None), CodeType),
+        isinstance(getattr(function, "__code__", None), CodeType),
         pytree,
     )
     try:
@@ -710,46 +714,67 @@ class Described(NamedTuple):
     """A `PyTree[...]` annotation is checked."""
     frame_locals: dict[str, Any]
     """The checker frame's locals (jaxtyping's: `fn`, `wrapped_fn_impl`, ...)."""
+    unsure: bool = False
+    """Whether jaxtyping checks could not be told without running the program's
+    code (`_jaxtyping_switched_off`): the check is one if jaxtyping began it
+    (`never_began`)."""
 
 
-def _jaxtyping_switched_off(local: dict[str, Any]) -> bool:
+def _jaxtyping_switched_off(local: dict[str, Any]) -> bool | None:
     """Whether jaxtyping's new-style `wrapped_fn`, just entered, will call the
-    function without checking it (its own test, read the same way)."""
+    function without checking it (its own test, read the same way); `None` when we
+    can't tell without running the program's code, which jaxtyping is about to run
+    (`_no_type_check`)."""
     jaxtyping = sys.modules.get("jaxtyping")
     if jaxtyping is not None and getattr(jaxtyping.config, "jaxtyping_disable", False):
         return True
-    if _no_type_check(local.get("fn")):
+    first = _no_type_check(local.get("fn"))
+    if first:
         return True
     holder = local.get("wrapped_fn_holder")
     try:
         wrapped = holder[0]() if holder else None
     except Exception:
-        return False
-    return _no_type_check(wrapped)
+        return None
+    second = _no_type_check(wrapped)
+    if second:
+        return True
+    return None if first is None or second is None else False
 
 
-def _no_type_check(fn: Any) -> bool:
-    """`getattr(fn, "__no_type_check__", False)`, as jaxtyping reads it; for a plain
-    function, from its `__dict__` (a missing attribute raises inside `getattr`:
-    half a microsecond, twice per check), and for a stand-in of ours that forwards
-    what it lacks to the function it holds (`forwarders`), from its `__dict__` and
-    then that function's (its `__getattr__` would raise the same error, and the
-    profiler's body hook is in every profiled check's closure)."""
+# The types whose `bool()` runs no code of the program's.
+_PLAIN_VALUES: Final = (bool, int, float, str, bytes, type(None))
+
+
+def _no_type_check(fn: Any) -> bool | None:
+    """`bool(getattr(fn, "__no_type_check__", False))`, as jaxtyping reads it, or
+    `None` when reading it would run the program's code: a value whose truth is
+    its own `__bool__` (or `__len__`), a callable other than a plain function, whose
+    attribute a property or `__getattr__` may answer. Reading it twice would run
+    that code twice, and it may answer differently (a program's off-switch that
+    counts its reads): the check is then known by what jaxtyping did
+    (`Open.unsure`). For a stand-in of ours that forwards what it lacks to the
+    function it holds (`forwarders`), its `__dict__` and then that function's (its
+    `__getattr__` would raise and catch an error per check, and the profiler's
+    body hook is in every profiled check's closure)."""
     kind = type(fn)
     if kind is FunctionType:
-        return bool(fn.__dict__.get("__no_type_check__", False))
-    held = forwarders.get(kind)
-    if held is not None:
         own = fn.__dict__
-        if "__no_type_check__" in own:
-            return bool(own["__no_type_check__"])
-        try:
-            inner = getattr(fn, held)
-        except AttributeError:  # not set yet (a copy being made): ask it
-            pass
-        else:
+    else:
+        held = forwarders.get(kind)
+        if held is None:
+            return None if fn is not None else False
+        own = fn.__dict__
+        if type(own) is dict and "__no_type_check__" not in own:
+            try:
+                inner = getattr(fn, held)
+            except AttributeError:  # not set yet (a copy being made)
+                return None
             return _no_type_check(inner)
-    return bool(getattr(fn, "__no_type_check__", False))
+    if type(own) is not dict:
+        return None  # a mapping of the program's
+    value = own.get("__no_type_check__", False)
+    return bool(value) if type(value) in _PLAIN_VALUES else None
 
 
 # Stand-ins of ours, by type, whose attributes are their own `__dict__`'s and
@@ -782,15 +807,14 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
     `push_shape_memo`, `_entries`), so its off-switches are not read again."""
     code = frame.f_code
     local = frame.f_locals
-    static = pytree = False
+    static = pytree = unsure = False
     body = None
     if kind == _JAXTYPING:
-        if (
-            not checks
-            and code.co_name == "wrapped_fn"
-            and _jaxtyping_switched_off(local)
-        ):
-            return None
+        if not checks and code.co_name == "wrapped_fn":
+            off = _jaxtyping_switched_off(local)
+            if off:
+                return None
+            unsure = off is None
         init = _dataclass_init(frame)
         fn = local.get("fn")
         impl = local.get("wrapped_fn_impl")
@@ -807,6 +831,7 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
                     True,
                     known[6],
                     local,
+                    unsure,
                 )
             checker, pytree = known[3], known[6]
         else:
@@ -851,7 +876,7 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
     if not isinstance(getattr(body, "__code__", None), CodeType):
         body = None
     return Described(
-        checked, checker, _kind_of(checked, kind), body, static, pytree, local
+        checked, checker, _kind_of(checked, kind), body, static, pytree, local, unsure
     )
 
 

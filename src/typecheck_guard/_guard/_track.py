@@ -64,6 +64,7 @@ class Open:
         "data",
         "body_fn",
         "handled",
+        "unsure",
     )
 
     def __init__(
@@ -103,6 +104,10 @@ class Open:
         (`_entries`), as its body's start and end name it."""
         self.handled: Any = None
         """The exception being handled where such a check started."""
+        self.unsure = False
+        """Whether jaxtyping checks could not be told when it started without
+        running the program's code (`_detect._no_type_check`): it is a check if
+        jaxtyping began it (`_detect.never_began`), read when it ends."""
 
 
 def open_described(
@@ -110,7 +115,7 @@ def open_described(
 ) -> Open:
     """The `Open` of a check that starts at `frame` and checks `described`, whose
     body runs `code`."""
-    return Open(
+    check = Open(
         frame,
         described.checker,
         code,
@@ -118,6 +123,8 @@ def open_described(
         pytree=described.pytree,
         data=data,
     )
+    check.unsure = described.unsure
+    return check
 
 
 class Tracker:
@@ -230,7 +237,9 @@ class Tracker:
         stack = self._stack
         stack.pop()  # type: ignore[union-attr]
         self._waiting = (stack[-1].in_body or stack[-1].frame) if stack else None
-        if not top.ignore and not (failed and _detect.never_began(top.frame)):
+        if not top.ignore and not (
+            (failed or top.unsure) and _detect.never_began(top.frame)
+        ):
             self.finish(top, seconds, failed)
 
     def pause(self, top: Open, frame: Any, at: float | None = None) -> None:
@@ -316,8 +325,11 @@ def _remember_in_callback(key: Any, fn: Any, described: _detect.Described) -> No
 
 def _seen_in_callback(frame: FrameType, known: tuple[Any, ...]) -> Open:
     """The check at `frame` of a function whose entry in `_in_callbacks` is
-    `known`: not its first check (that one made the entry)."""
-    return open_described(frame, known[1], known[2], known[4])
+    `known`: not its first check (that one made the entry). Whether jaxtyping
+    checks is its caller's to say (`Open.unsure`), not the first check's."""
+    check = open_described(frame, known[1], known[2], known[4])
+    check.unsure = False
+    return check
 
 
 class Window(Tracker):
@@ -457,7 +469,8 @@ class Window(Tracker):
             if described is None:
                 return None
             return self._opened(frame, described, _IN_CALLBACK, None)
-        if not recorded and _detect._jaxtyping_switched_off(local):
+        off = False if recorded else _detect._jaxtyping_switched_off(local)
+        if off:
             return None
         key = local["wrapped_fn_impl"]
         known = _known_in_callback(key)
@@ -465,7 +478,9 @@ class Window(Tracker):
             code = known[2]
             if code is not None and _detect.kind_of(code) != _detect._BODY:
                 _detect._watch_body(code)  # the guard restarted meanwhile
-            return _seen_in_callback(frame, known)
+            check = _seen_in_callback(frame, known)
+            check.unsure = off is None
+            return check
         described = _detect.describe(frame, kind, checks=recorded)
         if described is None:
             return None

@@ -460,23 +460,50 @@ class _Body:
     above). To everything else it is the function: its attributes, its
     `inspect.signature` (through `__wrapped__`), and what a pickler writes for it
     (cloudpickle pickles a `__main__` function's closure by value): the function,
-    behind a standard library callable that returns it."""
+    behind a standard library callable that returns it. What a program writes
+    or deletes through the closure cell is written to or deleted from the
+    function, as without us (jaxtyping reads `__no_type_check__` off the cell),
+    and it compares, hashes and copies as the function (a copy is itself)."""
 
     __slots__ = ("__typecheck_guard_body__", "__dict__", "__weakref__")
 
     def __init__(self, fn: Any):
-        self.__typecheck_guard_body__ = fn
+        object.__setattr__(self, "__typecheck_guard_body__", fn)
+        own = self.__dict__
+        # What our class would answer for itself, the function's instead.
         for name in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
-                setattr(self, name, getattr(fn, name))
+                own[name] = getattr(fn, name)
             except AttributeError:
                 pass
-        self.__wrapped__ = fn
+        own["__wrapped__"] = fn
 
     def __getattr__(self, name: str) -> Any:
         if name == "__typecheck_guard_body__":  # not set yet (copy, unpickling)
             raise AttributeError(name)
         return getattr(self.__typecheck_guard_body__, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        fn = self.__typecheck_guard_body__
+        setattr(fn, name, value)
+        _follow(self, fn, name)
+
+    def __delattr__(self, name: str) -> None:
+        fn = self.__typecheck_guard_body__
+        delattr(fn, name)
+        _follow(self, fn, name)
+
+    def __eq__(self, other: object) -> bool:
+        return self.__typecheck_guard_body__ == other  # type: ignore[no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self.__typecheck_guard_body__)
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
 
     def __reduce__(self) -> Any:
         return (operator.itemgetter(0), ((self.__typecheck_guard_body__,),))
@@ -525,6 +552,19 @@ class _Body:
             events.append((_entries._BODY_DONE, fn, _detect._clock()))
         state.resume(top, False)  # type: ignore[union-attr]
         return out
+
+
+def _follow(body: _Body, fn: Any, name: str) -> None:
+    """After a write to (or delete from) `fn` through `body`: our copy of what our
+    class would answer for `name` (`__module__`, ...), if we keep one, follows it.
+    (A function of the module, not a method: every name on `_Body` is one a
+    program reading the function's attributes through the cell can't reach.)"""
+    own = body.__dict__
+    if name in own:
+        try:
+            own[name] = getattr(fn, name)
+        except AttributeError:
+            del own[name]
 
 
 _detect.forwarders[_Body] = "__typecheck_guard_body__"
@@ -861,7 +901,20 @@ class _Thread(Tracker):
     def __init__(self) -> None:
         # This thread (made in it, `_state`): each record carries its name, which a
         # program may change while it runs.
-        self.thread = threading.current_thread()
+        self.ident = threading.get_ident()
+        self.thread = _registered(self.ident)
+
+    def thread_name(self) -> str:
+        thread = self.thread
+        if thread is None:
+            thread = self.thread = _registered(self.ident)
+            if thread is None:
+                # A thread `threading` does not know (one of JAX's, running a host
+                # callback): `threading.current_thread()` would register it for
+                # good, under a name that takes a number from the program's
+                # `Thread-N`.
+                return f"thread {self.ident}"
+        return thread.name
 
     # The `sys.setprofile` backend's profile function.
     def event(
@@ -956,6 +1009,9 @@ class _Thread(Tracker):
             _original_pop is None
             or data.described is None
             or "wrapped_fn_impl" not in data.described.frame_locals
+            # It may not be a check (jaxtyping's off-switch is the program's):
+            # only its end tells, which the fast path would not see.
+            or check.unsure
         ):
             return
         if _mode == "hooks":
@@ -993,7 +1049,7 @@ class _Thread(Tracker):
             situation.jitted,
             data.cls,
             check.pytree,
-            self.thread.name,
+            self.thread_name(),
             seconds,
             failed=failed,
             rebuild=situation.rebuild,
@@ -1005,6 +1061,13 @@ class _Thread(Tracker):
         self._error = None
         for recorder in _recorders:
             recorder._add(record)
+
+
+def _registered(ident: int) -> threading.Thread | None:
+    """The `threading.Thread` of the thread `ident`, if `threading` knows it (a
+    thread it started, or one a program's `threading.current_thread()` call
+    registered), without registering one."""
+    return getattr(threading, "_active", {}).get(ident)
 
 
 def _bootstrap(frame: FrameType, event: str, arg: Any) -> None:
