@@ -1354,6 +1354,25 @@ def test_what_a_program_does_through_the_closure_cell_reaches_the_function():
     assert sum(site.count for site in prof.sites) == 3
 
 
+def test_a_row_keeps_its_name_whatever_is_written_through_the_closure_cell():
+    # A row is named when its function is first checked (docs/cli.md): renaming
+    # the function through jaxtyping's closure cell after that, where the profile's
+    # stand-in sits on 3.11 from the first check on, does not rename it either.
+    @jaxtyped(typechecker=beartype)
+    def f(x: int) -> int:
+        return x
+
+    cell = f.__closure__[f.__code__.co_freevars.index("fn")]
+    name = f"{f.__module__}.{f.__qualname__}"
+    with typecheck_guard.profile() as prof:
+        f(0)
+        cell.cell_contents.__module__ = "elsewhere"
+        for i in range(3):
+            f(i)
+    assert f.__wrapped__.__module__ == "elsewhere"
+    assert [(s.name, s.count) for s in prof.sites] == [(name, 4)]
+
+
 def test_a_checked_callable_object_is_named_after_itself_every_time():
     class Scale:
         __globals__ = globals()  # what jaxtyping reads off a function

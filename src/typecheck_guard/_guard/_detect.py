@@ -667,18 +667,14 @@ def _describe_impl(impl: Any, fn: Any) -> tuple[Any, ...]:
         unhooked(_cell_value(cells, "full_fn")),
         _cell_value(cells, "full_signature"),
     )
-    # Named after the function, not a stand-in of ours that holds it (the
-    # profiler's body hook in the closure, from the second check on).
-    held = forwarders.get(type(fn))
-    function = getattr(fn, held, fn) if held is not None else fn
-    checked = qualified(function)
+    checked = qualified(fn)
     known = (
         _dead,
         _dead,
         checked,
         checker,
         _kind_of(checked, _JAXTYPING),
-        isinstance(getattr(function, "__code__", None), CodeType),
+        isinstance(getattr(fn, "__code__", None), CodeType),
         pytree,
     )
     try:
@@ -819,9 +815,15 @@ def describe(frame: FrameType, kind: int, checks: bool = False) -> Described | N
         fn = local.get("fn")
         impl = local.get("wrapped_fn_impl")
         if impl is not None:  # the new-style wrapper: what it calls is in `impl`
+            # Known by the function, not a stand-in of ours that holds it (the
+            # profiler's body hook, in the cell from its second check on): its row
+            # keeps the name it had at its first check, whatever is written
+            # through the cell since.
+            held = forwarders.get(type(fn))
+            function = getattr(fn, held, fn) if held is not None else fn
             known = _impl_described.get(id(impl))
-            if known is None or known[0]() is not impl or known[1]() is not fn:
-                known = _describe_impl(impl, fn)
+            if known is None or known[0]() is not impl or known[1]() is not function:
+                known = _describe_impl(impl, function)
             if init is None:
                 return Described(
                     known[2],
