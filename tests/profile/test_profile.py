@@ -1354,6 +1354,16 @@ def test_what_a_program_does_through_the_closure_cell_reaches_the_function():
     assert sum(site.count for site in prof.sites) == 3
 
 
+def _jaxtyped_object(typechecker, obj):
+    """`jaxtyped(typechecker=...)(obj)` for a callable object, or `None` where
+    jaxtyping can't decorate one (its oldest supported releases read the object's
+    type hints with `typing.get_type_hints`, which takes no instance)."""
+    try:
+        return jaxtyped(typechecker=typechecker)(obj)
+    except TypeError:
+        return None
+
+
 def test_a_row_keeps_its_name_whatever_is_written_through_the_closure_cell():
     # A row is named when its function is first checked (docs/cli.md): renaming
     # the function through jaxtyping's closure cell after that, where the profile's
@@ -1381,7 +1391,9 @@ def test_a_checked_callable_object_is_named_after_itself_every_time():
         def __call__(self, x: int) -> int:
             return x
 
-    scale = jaxtyped(typechecker=beartype)(Scale())
+    scale = _jaxtyped_object(beartype, Scale())
+    if scale is None:
+        pytest.skip("this jaxtyping can't decorate a callable object")
     with typecheck_guard.profile() as prof:
         for i in range(3):
             scale(i)
@@ -1463,17 +1475,19 @@ def test_an_off_switch_of_the_programs_runs_as_often_as_without_the_profile():
             return x
 
         f.__wrapped__.__no_type_check__ = EverySecond()
-        scale = jaxtyped(typechecker=counting)(Scale())
+        scale = _jaxtyped_object(counting, Scale())
         for i in range(4):
             f(i)
-            scale(i)
-        return EverySecond.asked, Scale.read, len(checks) // 2
+            if scale is not None:
+                scale(i)
+        return EverySecond.asked, Scale.read, len(checks) // 2, scale is not None
 
     plain = program()
     with typecheck_guard.profile() as prof:
         profiled = program()
     assert profiled == plain
-    assert plain[2] == 2 + 4  # f's first and third calls, each of scale's
+    # f's first and third calls, and each of scale's where jaxtyping decorates one
+    assert plain[2] == 2 + 4 * plain[3]
     assert sum(site.count for site in prof.sites) == plain[2]
 
 
