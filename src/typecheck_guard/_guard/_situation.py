@@ -429,10 +429,15 @@ def callback_name(frame: FrameType) -> str:
     Worked out again for each check: a callback may change its name while it lives
     (`__qualname__` is writable), and the row is named as the callback is now."""
     local = frame.f_locals
-    callback = local.get("callback")
-    # What JAX hands its trampolines holds the user's function for good (a frozen
-    # `_FlatCallback`, `jax.debug.callback`'s closure): found once per callback,
-    # named as it is now.
+    fn = function_of_callback(local.get("callback"))
+    return callback_label(local.get("primitive", "host callback"), fn)
+
+
+def function_of_callback(callback: Any) -> Any:
+    """`_detect.callback_function(callback)`, found once per callback: what JAX
+    hands its trampolines holds the user's function for good (a frozen
+    `_FlatCallback`, `jax.debug.callback`'s closure). Its name is the caller's to
+    read each time (a callback may rename itself while it lives)."""
     known = _callback_functions.get(id(callback))
     fn = known[1]() if known is not None and known[0]() is callback else None
     if fn is None:
@@ -440,15 +445,14 @@ def callback_name(frame: FrameType) -> str:
         try:
             refs = (weakref.ref(callback), weakref.ref(fn))
         except TypeError:
-            pass
-        else:
-            if len(_callback_functions) >= 1_000:
-                _callback_functions.clear()
-            _callback_functions[id(callback)] = refs
-    return callback_label(local.get("primitive", "host callback"), fn)
+            return fn
+        if len(_callback_functions) >= 1_000:
+            _callback_functions.clear()
+        _callback_functions[id(callback)] = refs
+    return fn
 
 
-# `callback_name`'s: `id(callback) -> (weak reference to it, to its function)`.
+# `function_of_callback`'s: `id(callback) -> (weak reference to it, to its function)`.
 _callback_functions: dict[int, tuple[Any, Any]] = {}
 
 

@@ -441,31 +441,30 @@ def watch_callback(
             _report_callback(primitive, callback, window.checks, outer)
 
 
-# `(primitive, id(callback))` -> (a weak reference to the callback, to its
-# function, that function's code, where it is defined): a callback runs often (a
-# progress meter), and the same one each time. Weakly: a callback the program drops
-# (and what it closes over) is not kept alive by us. The name is read at each run,
-# as the profile reads it: a callback may change its `__qualname__` while it lives.
-_callback_names: dict[tuple[str, int], tuple[Any, Any, Any, str]] = {}
+# `id(fn)` -> (a weak reference to a callback's function, its code, where it is
+# defined): a callback runs often (a progress meter), and the same one each time.
+# Weakly: a callback the program drops (and what it closes over) is not kept alive
+# by us.
+_callbacks_defined_at: dict[int, tuple[Any, Any, str]] = {}
 
 
 def _callback_name(primitive: str, callback: Any) -> tuple[str, str]:
-    key = (primitive, id(callback))
-    known = _callback_names.get(key)
-    if known is not None and known[0]() is callback:
-        fn = known[1]()
-        if fn is not None and getattr(fn, "__code__", None) is known[2]:
-            return _situation.callback_label(primitive, fn), known[3]
-    fn = _detect.callback_function(callback)
+    """The callback's name, read at each run as the profile reads it (a callback
+    may change its `__qualname__` while it lives), and where it is defined."""
+    fn = _situation.function_of_callback(callback)
     name = _situation.callback_label(primitive, fn)
+    code = getattr(fn, "__code__", None)
+    known = _callbacks_defined_at.get(id(fn))
+    if known is not None and known[0]() is fn and known[1] is code:
+        return name, known[2]
     where = _detect.defined_at(fn)
     try:
-        refs = (weakref.ref(callback), weakref.ref(fn))
+        ref = weakref.ref(fn)
     except TypeError:
         return name, where
-    if len(_callback_names) >= 10_000:
-        _callback_names.clear()
-    _callback_names[key] = (*refs, getattr(fn, "__code__", None), where)
+    if len(_callbacks_defined_at) >= 10_000:
+        _callbacks_defined_at.clear()
+    _callbacks_defined_at[id(fn)] = (ref, code, where)
     return name, where
 
 
