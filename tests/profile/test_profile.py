@@ -1241,13 +1241,10 @@ def test_the_body_hook_answers_no_type_check_as_the_function():
     assert [s.count for s in prof.sites] == [1]
 
 
-def test_the_profile_counts_the_checks_jaxtyping_runs_as_its_switches_change():
-    # A check jaxtyping's wrapper began (it bound the arguments) is one whatever
-    # its off-switches say later; one it skipped is none. Counted independently: the
-    # calls of the checker's argument stub, one per check.
-    import jaxtyping
-
-    checks = []
+def _counting_beartype(checks: list[Any]) -> Any:
+    """beartype as jaxtyping's typechecker, appending to `checks` each time one of
+    the stubs it checks runs: an independent count of the checks jaxtyping ran
+    (two per call, the arguments' and the return value's)."""
 
     def counting(fn):
         checked = beartype(fn)
@@ -1258,6 +1255,18 @@ def test_the_profile_counts_the_checks_jaxtyping_runs_as_its_switches_change():
             return checked(*args, **kwargs)
 
         return stub
+
+    return counting
+
+
+def test_the_profile_counts_the_checks_jaxtyping_runs_as_its_switches_change():
+    # A check jaxtyping's wrapper began (it bound the arguments) is one whatever
+    # its off-switches say later; one it skipped is none. Counted independently: the
+    # calls of the checker's argument stub, one per check.
+    import jaxtyping
+
+    checks: list[Any] = []
+    counting = _counting_beartype(checks)
 
     @jaxtyped(typechecker=counting)
     def scale(x: Float[Array, " n"]) -> Float[Array, " n"]:
@@ -1434,17 +1443,8 @@ def test_an_off_switch_of_the_programs_runs_as_often_as_without_the_profile():
     # (here: true every second time it is asked), or a property: jaxtyping asks it
     # once per call. The profile asks nothing that runs it, and counts as checks
     # exactly the calls jaxtyping checked (counted by the checker's stub).
-    checks = []
-
-    def counting(fn):
-        checked = beartype(fn)
-
-        @ft.wraps(fn)
-        def stub(*args, **kwargs):
-            checks.append(fn)
-            return checked(*args, **kwargs)
-
-        return stub
+    checks: list[Any] = []
+    counting = _counting_beartype(checks)
 
     class EverySecond:
         asked = 0
