@@ -544,7 +544,9 @@ def test_site_is_public_and_documented():
 # leaves no Python frame: the rebuild's caller is the program's line that called the
 # jitted function, and what that line calls tells a rebuild from a construction. A
 # call the profile can't read without running code (through a subscript) leaves it
-# "unclear". A jitted function made inside the block is one we see. Run without our
+# "unclear". A call that takes JAX's Python dispatch (a function that runs a host
+# callback) rebuilds from JAX's own code, and is read off the line that called into
+# JAX. A jitted function made inside the block is one we see. Run without our
 # pytest plugin, which switches the jit patches on before any test module is
 # imported.
 API_BEFORE_AFTER = """
@@ -586,9 +588,15 @@ def shrink(s):
     return s.replace(x=s.x - 1)
 
 
+@jax.jit
+def noted(s):  # a host callback: each call takes JAX's Python dispatch
+    jax.debug.callback(lambda v: None, s.x)
+    return s.replace(x=s.x + 0)
+
+
 grow = jax.jit(lambda s: s.replace(x=s.x + 1))
 trainer = Trainer()
-state = grow(State(jnp.ones(2)))
+state = noted(grow(State(jnp.ones(2))))
 state = trainer.steps[0](trainer.grow(state))
 with typecheck_guard.profile() as prof:
     after = jax.jit(lambda s: s.replace(x=s.x * 2))
@@ -598,6 +606,8 @@ with typecheck_guard.profile() as prof:
         state = trainer.grow(state)
     for _ in range(2):
         state = trainer.steps[0](state)
+    for _ in range(2):
+        state = noted(state)
     state = after(state)  # the first call: traced and compiled
     for _ in range(3):
         state = after(state)
@@ -625,6 +635,8 @@ def test_profile_api_labels_the_dispatch_of_a_jitted_function_made_before_it(
         # would label them.
         ("dispatch", "jax.jit(__main__.<lambda>)"): 4 + 4,
         ("dispatch", "jax.jit(__main__.Trainer.grow)"): 3,
+        # Rebuilt in JAX's Python dispatch: read off the line that called into JAX.
+        ("dispatch", "jax.jit(__main__.noted)"): 2,
         ("compile", "jax.jit(__main__.<lambda>)"): 3,
         ("trace", "jax.jit(__main__.<lambda>)"): 1,
         ("unclear", None): 2,  # `trainer.steps[0](state)`: not read

@@ -243,6 +243,22 @@ def outside_checkers(frame: FrameType | None) -> FrameType | None:
     return frame
 
 
+def entered_jax_from(frame: FrameType | None) -> FrameType | None:
+    """`frame`, or, where it is JAX's own code (or a checker's, or ours), the first
+    frame below it that is not: the line that called into JAX. A jitted call that
+    takes JAX's Python dispatch (its first run, or a function that runs a host
+    callback) rebuilds its output from there, so a check in that rebuild has JAX's
+    `pjit` code as its caller, not the line that called the jitted function."""
+    dirs = _dirs()
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(dirs.jax)
+        or frame.f_code.co_filename.startswith(dirs.skip)
+        or frame.f_code.co_filename.startswith((BEARTYPE_PREFIX, "<generated_"))
+    ):
+        frame = frame.f_back
+    return frame
+
+
 # The innermost code of every registered Python unflatten function, refreshed when
 # the registry grows.
 _unflatten_codes: dict[int, CodeType] = {}  # by id, as above

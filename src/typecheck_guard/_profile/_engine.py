@@ -297,8 +297,9 @@ def _unseen_dispatch(
     """`situation`, or `dispatch` when JAX's C++ dispatch of a jitted function made
     before the profile started ran the check: then the frame JAX was entered from
     (the check's caller, or the caller of the registered unflatten that made the
-    check, directly or, for a constructor, through its helpers) is calling a jitted
-    function (`_guard/_callee.py`). A construction we
+    check, directly or, for a constructor, through its helpers; or, where the
+    caller is JAX's own Python dispatch, the line that called into JAX) is calling
+    a jitted function (`_guard/_callee.py`). A construction we
     can't tell from such a rebuild is `unclear`."""
     entry = caller
     if entry is not None:
@@ -311,6 +312,8 @@ def _unseen_dispatch(
         )
         if unflatten is not None:
             entry = _situation.outside_checkers(unflatten.f_back)
+        else:
+            entry = _situation.entered_jax_from(entry)
     called = _callee.callee(entry) if entry is not None else None
     if called is not None and _callee.is_jitted(called):
         fun = getattr(called, "__wrapped__", called)
