@@ -1919,3 +1919,225 @@ def test_a_node_built_by_its_unflattens_helper_is_a_rebuild(typecheck):
 
     made = rows(handed)
     assert ("construction", 1, False, False) in made
+
+
+# `with profile():` around the ways a program calls a jitted callable made before
+# the block, one block each: what the program's line calls is read where no code of
+# the program's runs, through JAX's, Equinox's and Flax's own frames; a jitted call
+# made from them is a `dispatch`, named as the command line names it, and a line
+# that may have called one without us telling (C code calling back, a property,
+# an iterator unpacked at the call) is `unclear`, never a construction.
+API_CALL_FORMS = """
+import functools
+import json
+import sys
+from typing import Any, NamedTuple, Union
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from beartype import beartype
+from flax import nnx, struct
+from jaxtyping import Array, Float, jaxtyped
+
+import typecheck_guard
+
+
+@jaxtyped(typechecker=beartype)
+@struct.dataclass
+class State:
+    x: Float[Array, " n"]
+
+
+@jaxtyped(typechecker=beartype)
+@struct.dataclass
+class Loose:  # Equinox, NNX and lowering rebuild it with placeholders too
+    x: Union[Float[Array, "*b n"], object]
+
+
+@jax.tree_util.register_pytree_node_class
+class Node:
+    @jaxtyped(typechecker=beartype)
+    def __init__(self, x: Float[Array, " n"]):
+        self.x = x
+
+    def tree_flatten(self):
+        return (self.x,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+def double(s):
+    return s.replace(x=s.x * 2)
+
+
+@jax.jit
+def noted(s):  # a host callback: each call takes JAX's Python dispatch
+    jax.debug.callback(lambda v: None, s.x)
+    return s.replace(x=s.x * 2)
+
+
+@jax.jit
+def node_noted(n):
+    jax.debug.callback(lambda v: None, n.x)
+    return Node(n.x * 2)
+
+
+@jax.jit
+def make(x):
+    return State(x * 2)
+
+
+step = jax.jit(double)
+
+
+class Holder:
+    step = staticmethod(jax.jit(double))
+
+    @property
+    def prop(self):
+        return step
+
+
+class Slotted:
+    __slots__ = ("step",)
+
+    def __init__(self):
+        self.step = step
+
+
+class Steps(NamedTuple):
+    step: Any
+
+
+holder, slotted, steps, fns = Holder(), Slotted(), Steps(step), {"noted": noted}
+eqx_step = eqx.filter_jit(double)
+nnx_step = nnx.jit(double)
+nnx_named = type(nnx_step).__name__ == "JitWrapped"
+pmapped = jax.pmap(double)
+s, xs, n = State(jnp.ones(3)), [jnp.ones(3), jnp.ones(3)], Node(jnp.ones(3))
+loose, batched = Loose(jnp.ones(3)), Loose(jnp.ones((1, 3)))
+compiled = jax.jit(double).lower(loose).compile()
+for warm in (step, noted, holder.step):
+    warm(s)
+make(xs[0]), node_noted(n), eqx_step(loose), nnx_step(loose), pmapped(batched)
+compiled(loose)
+treedef = jax.tree_util.tree_structure(s)
+sections = {
+    "tree.map(make, xs)": lambda: jax.tree.map(make, xs),
+    "node, Python dispatch": lambda: node_noted(n),
+    "unread, Python dispatch": lambda: fns["noted"](s),
+    "staticmethod": lambda: holder.step(s),
+    "slot": lambda: slotted.step(s),
+    "NamedTuple field": lambda: steps.step(s),
+    "property": lambda: holder.prop(s),
+    "list(map(make, xs))": lambda: list(map(make, xs)),
+    "step(*map(State, xs))": lambda: step(*map(State, xs[:1])),
+    "equinox.filter_jit": lambda: eqx_step(loose),
+    "flax.nnx.jit": lambda: nnx_step(loose),
+    "jax.pmap": lambda: pmapped(batched),
+    "compiled": lambda: compiled(loose),
+    "tree.map(f, s)": lambda: jax.tree.map(lambda v: v + 1, s),
+    "tree_unflatten": lambda: jax.tree_util.tree_unflatten(treedef, [s.x]),
+    "construction": lambda: State(s.x),
+    "replace": lambda: s.replace(x=s.x),
+}
+out = {"nnx_named": nnx_named}
+for name, section in sections.items():
+    with typecheck_guard.profile() as prof:
+        for _ in range(2):
+            section()
+    out[name] = sorted(
+        [site["site"], site["when"], site["jitted"], site["count"]]
+        for site in prof.to_dict()["sites"]
+    )
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="what a line calls is read off its source span (co_positions, 3.11+)",
+)
+def test_profile_api_reads_every_way_a_program_calls_a_jitted_function(
+    tmp_path: Path,
+):
+    proc = run_script(tmp_path, API_CALL_FORMS)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    state, loose, node = "__main__.State", "__main__.Loose", "__main__.Node"
+    dispatch = "jax.jit(__main__.double)"
+    expected = {
+        # JAX's `tree_map` calls `make` from its own frames.
+        "tree.map(make, xs)": [[state, "dispatch", "jax.jit(__main__.make)", 4]],
+        # Rebuilt by the class's registered unflatten, called from JAX's Python.
+        "node, Python dispatch": [
+            [node, "dispatch", "jax.jit(__main__.node_noted)", 2]
+        ],
+        "unread, Python dispatch": [[state, "unclear", None, 2]],
+        "staticmethod": [[state, "dispatch", dispatch, 2]],
+        "slot": [[state, "dispatch", dispatch, 2]],
+        "NamedTuple field": [[state, "dispatch", dispatch, 2]],
+        # Reading a property runs the program's code.
+        "property": [[state, "unclear", None, 2]],
+        # C code that calls back: the program's line calls `list`.
+        "list(map(make, xs))": [[state, "unclear", None, 4]],
+        # `State` is built at the instruction that calls `step`, and so is the
+        # rebuild of `step`'s output: the two can't be told apart.
+        "step(*map(State, xs))": [[state, "unclear", None, 4]],
+        "equinox.filter_jit": [
+            [loose, "dispatch", "equinox.filter_jit(__main__.double)", 6]
+        ],
+        "flax.nnx.jit": [[loose, "dispatch", "flax.nnx.jit(__main__.double)", 10]],
+        "jax.pmap": [[loose, "dispatch", "jax.pmap(__main__.double)", 2]],
+        "compiled": [[loose, "dispatch", "jax.stages.Compiled", 2]],
+        "tree.map(f, s)": [[state, "tree", None, 2]],
+        "tree_unflatten": [[state, "tree", None, 2]],
+        "construction": [[state, "construction", None, 2]],
+        "replace": [[state, "construction", None, 2]],
+    }
+    if not got.pop("nnx_named"):  # an older Flax: nnx.jit returns a function
+        del expected["flax.nnx.jit"], got["flax.nnx.jit"]
+    assert got == expected
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 11),
+    reason="what a line calls is read off its source span (co_positions, 3.11+)",
+)
+def test_profile_command_labels_an_ahead_of_time_compiled_call(tmp_path: Path):
+    # `jax.jit(f).lower(...).compile()` is made by no factory of ours, even under
+    # the command, which sees every other jitted call: its output's rebuilds were
+    # filed as the program's constructions.
+    _, report = _profile(
+        tmp_path,
+        """
+        from typing import Union
+
+        import jax
+        import jax.numpy as jnp
+        from beartype import beartype
+        from flax import struct
+        from jaxtyping import Array, Float, jaxtyped
+
+
+        @jaxtyped(typechecker=beartype)
+        @struct.dataclass
+        class Loose:  # lowering rebuilds it with placeholders
+            x: Union[Float[Array, " n"], object]
+
+
+        loose = Loose(jnp.ones(3))
+        compiled = jax.jit(lambda s: s.replace(x=s.x * 2)).lower(loose).compile()
+        for _ in range(3):
+            loose = compiled(loose)
+        """,
+    )
+    rows = _rows(report, "__main__.Loose")
+    # (The first call, through JAX's Python, rebuilds twice on jax 0.10.)
+    assert rows.pop(("dispatch", "jax.stages.Compiled")) >= 3
+    assert rows.pop(("construction", None)) == 1  # `Loose(jnp.ones(3))`
+    # Lowering: JAX traces `loose`, and rebuilds it in its own tree code.
+    assert set(rows) <= {("trace", None), ("compile", None), ("tree", None)}

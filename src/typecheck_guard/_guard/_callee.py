@@ -9,7 +9,19 @@ apart is what that line calls. The call in flight is the instruction the caller'
 frame stopped at; CPython keeps its source span (`co_positions`, 3.11+), and its
 callee is an expression: a name, or attribute reads on one (`step`, `self.step`,
 `trainer.steps.train`). We read those the way `inspect.getattr_static` does, so
-that no property, `__getattr__` or descriptor of the program runs.
+that no property, `__getattr__` or descriptor of the program runs (a slot, a
+`NamedTuple` field, a `staticmethod` and `obj.__class__` are read; a property is
+not).
+
+What the line calls only tells where the call can't have run the program's code
+first. A line that calls the class builds it; one that calls a function of its own
+didn't (that function's frame would be the caller); but a line that calls C code
+(`list(map(step, xs))`, `functools.reduce`), or is not at a call (`for s in
+map(step, xs)`), or unpacks an iterator as it calls (`step(*map(State, xs))` builds
+each `State` at the instruction that calls `step`) may have done either, and
+`with profile():` says `unclear`. JAX's own frames between the check and the
+program's line are read the same way: `jax.tree.map(step, xs)` calls `step` from
+JAX's code (`_situation.jitted_call_below`).
 
 We rejected watching every call for jitted callables: a profile function gets no
 `c_call` event for a `PjitFunction` (only builtin functions and method descriptors
@@ -21,15 +33,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dis
 import functools
 import inspect
 import linecache
+import os
+import types
 from types import CodeType, FrameType
 from typing import Any, Final
 
 from . import _detect
 
-__all__ = ["callee", "is_jitted", "made_at"]
+__all__ = ["callee", "jitted_call", "made_at", "runs_python"]
 
 # What a call site's callee is, by (code, instruction offset): the path of names
 # and attributes to read (`("self", "step")`), or `None` for an expression we don't
@@ -72,14 +87,46 @@ def _path(node: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
-def _callee_path(frame: FrameType) -> tuple[str, ...] | None:
+# The instructions that call (their names across Python 3.11-3.13, instrumented
+# or not). At any other instruction (`LIST_EXTEND` unpacking `f(a, *it)`,
+# `FOR_ITER` over `map(step, xs)`) the frame may be running the program's code
+# without being in a call we can read.
+_CALLS: Final = frozenset(
+    name for name in dis.opname if name.startswith(("CALL", "INSTRUMENTED_CALL"))
+)
+_STAR_CALL: Final = frozenset({"CALL_FUNCTION_EX", "INSTRUMENTED_CALL_FUNCTION_EX"})
+
+
+_CACHE: Final = dis.opmap.get("CACHE", -1)
+
+
+def _opname(code: CodeType, offset: int) -> str:
+    """The instruction at `offset` (a frame's `f_lasti`): on 3.11+ it may be one of
+    the inline cache entries after the instruction (a call into Python code leaves
+    it at the call's last), which belong to that instruction."""
+    raw = code.co_code
+    try:
+        while offset > 0 and raw[offset] == _CACHE:
+            offset -= 2
+        return dis.opname[raw[offset]]
+    except IndexError:
+        return ""
+
+
+def _callee_path(
+    frame: FrameType,
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...] | None, ...]] | None:
+    """What the call `frame` is making calls (a path of names and attributes), and,
+    at an instruction that unpacks `*args` or `**kwargs` as it calls, what each of
+    those is (a path, or `None`: an expression we don't read)."""
     code, offset = frame.f_code, frame.f_lasti
     key = (id(code), offset)
     known = _paths.get(key)
     if known is not None and known[0] is code:
         return known[1]
-    path = None
-    text = _source(code, offset, frame)
+    found = None
+    name = _opname(code, offset)
+    text = _source(code, offset, frame) if name in _CALLS else None
     if text is not None:
         try:
             tree = ast.parse(text.strip(), mode="eval").body
@@ -87,39 +134,155 @@ def _callee_path(frame: FrameType) -> tuple[str, ...] | None:
             tree = None
         if isinstance(tree, ast.Call):
             path = _path(tree.func)
+            unpacked: tuple[tuple[str, ...] | None, ...] = ()
+            if name in _STAR_CALL:
+                unpacked = tuple(
+                    _path(arg.value)
+                    for arg in tree.args
+                    if isinstance(arg, ast.Starred)
+                ) + tuple(
+                    _path(keyword.value)
+                    for keyword in tree.keywords
+                    if keyword.arg is None
+                )
+            if path is not None:
+                found = (path, unpacked)
     if len(_paths) >= _MAX_PATHS:
         _paths.clear()
-    _paths[key] = (code, path)
-    return path
+    _paths[key] = (code, found)
+    return found
 
 
-def callee(frame: FrameType) -> Any:
-    """The object the call `frame` is making calls, or `None` when we can't read it
-    without running code (or the frame is not at a call)."""
-    path = _callee_path(frame)
-    if path is None:
-        return None
+# `object.__class__`, which `obj.__class__(...)` reads (`dataclasses.replace`,
+# flax.struct's `replace`): `type(obj)`, whatever `getattr_static` answers for it.
+_OBJECT_CLASS: Final = object.__dict__["__class__"]
+
+
+def _tuplegetter() -> Any:
+    import collections
+
+    return type(collections.namedtuple("_T", "a").a)  # noqa: PYI024
+
+
+# A `NamedTuple` field's descriptor: like a slot's (`types.MemberDescriptorType`),
+# its `__get__` is C code that runs none of the program's.
+_TUPLEGETTER: Final = _tuplegetter()
+
+
+def _read(frame: FrameType, path: tuple[str, ...]) -> Any:
+    """The value of `path` in `frame`, read without running the program's code;
+    `_UNKNOWN` where it can't be."""
     first, *rest = path
     value = frame.f_locals.get(first, _UNKNOWN)
     if value is _UNKNOWN:
         value = frame.f_globals.get(first, _UNKNOWN)
     if value is _UNKNOWN:
-        value = getattr(builtins, first, None)
+        value = getattr(builtins, first, _UNKNOWN)
+        if value is _UNKNOWN:
+            return _UNKNOWN
     for name in rest:
         try:
-            value = inspect.getattr_static(value, name)
+            found = inspect.getattr_static(value, name)
         except AttributeError:
+            return _UNKNOWN
+        if found is _OBJECT_CLASS:
+            found = type(value)
+        elif isinstance(found, staticmethod):
+            found = found.__func__
+        elif isinstance(found, (_TUPLEGETTER, types.MemberDescriptorType)):
+            if isinstance(value, type):
+                return _UNKNOWN
+            try:
+                found = found.__get__(value, type(value))
+            except (AttributeError, TypeError, IndexError):
+                return _UNKNOWN
+        elif isinstance(found, (property, classmethod)) or (
+            not isinstance(found, (types.FunctionType, type)) and _python_get(found)
+        ):
+            # Reading it runs code (a property, a descriptor of the program's).
+            return _UNKNOWN
+        value = found
+    return value
+
+
+def _python_get(obj: Any) -> bool:
+    """Whether `obj` is a descriptor whose `__get__` is Python code."""
+    try:
+        get = inspect.getattr_static(type(obj), "__get__")
+    except AttributeError:
+        return False
+    return isinstance(get, types.FunctionType)
+
+
+def callee(frame: FrameType) -> Any:
+    """The object the call `frame` is making calls, or `None` when we can't read it
+    without running code, or the frame is not at a call, or the call may still be
+    running the program's code to unpack its arguments (`f(*gen)`, `f(**mapping)`
+    of anything but a tuple, list or dict: `step(*map(State, xs))` builds each
+    `State` at the instruction that calls `step`)."""
+    found = _callee_path(frame)
+    if found is None:
+        return None
+    path, unpacked = found
+    for star in unpacked:
+        if star is None or type(_read(frame, star)) not in (tuple, list, dict):
             return None
+    value = _read(frame, path)
+    if value is _UNKNOWN:
+        return None
     while isinstance(value, functools.partial):
         value = value.func
     return value
 
 
-def is_jitted(obj: Any) -> bool:
-    """Whether `obj` is a function JAX compiled: what `jax.jit` returns (and JAX's
-    other C++ jitted callables, which have `lower`)."""
+def runs_python(obj: Any) -> bool:
+    """Whether calling `obj` runs Python code of its own first (a function, a method,
+    an object whose `__call__` is one), so that what it builds has its frame as the
+    caller: a check whose caller is the frame calling `obj` was not made by it.
+    A class, a builtin and other C callables (`list`, `map`, `functools.reduce`,
+    a tree definition's `unflatten`) may call back into any Python."""
+    if isinstance(obj, (types.FunctionType, types.MethodType)):
+        return isinstance(getattr(obj, "__func__", obj), types.FunctionType)
+    if isinstance(obj, type):
+        return False
+    try:
+        call = inspect.getattr_static(type(obj), "__call__")
+    except AttributeError:
+        return False
+    return isinstance(call, types.FunctionType)
+
+
+def jitted_call(obj: Any) -> tuple[str, Any] | None:
+    """`(factory, the user's function)` where `obj` is a jitted callable made
+    without our factory patches: what `jax.jit`, `jax.pmap`, `equinox.filter_jit`
+    and `flax.nnx.jit` return, named as the command line names it, or an
+    ahead-of-time compiled call (`jax.stages.Compiled`, no function); else
+    `None`."""
     cls = type(obj)
-    return cls.__module__.startswith("jaxlib") and hasattr(cls, "lower")
+    module = cls.__module__
+    try:
+        if module == "jax._src.stages" and cls.__name__ == "Compiled":
+            # `jax.jit(f).lower(...).compile()`: it keeps no trace of `f`.
+            return "jax.stages.Compiled", None
+        if module == "typecheck_guard._guard._jitwrap" and cls.__name__ == "Jitted":
+            return obj._typecheck_guard_transform, obj._typecheck_guard_fun
+        if module.startswith("jaxlib") and hasattr(cls, "lower"):
+            return "jax.jit", inspect.getattr_static(obj, "__wrapped__", obj)
+        if module == "equinox._jit" and cls.__name__ == "_JitWrapper":
+            # Equinox's own property: the function, put back together from its
+            # dynamic and static parts.
+            return "equinox.filter_jit", obj.__wrapped__
+        if module.startswith("flax.nnx") and cls.__name__ == "JitWrapped":
+            return "flax.nnx.jit", inspect.getattr_static(obj, "__wrapped__")
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            if code.co_name == "wrapped" and code.co_filename.endswith(
+                os.path.join("jax", "_src", "pmap.py")
+            ):
+                return "jax.pmap", obj.__dict__.get("__wrapped__", obj)
+    except Exception:  # a name is no place to fail
+        return None
+    return None
 
 
 def made_at(fun: Any) -> str | None:

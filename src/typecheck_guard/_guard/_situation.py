@@ -38,7 +38,7 @@ from .._unflatten import _frames
 from .._unflatten._guards import unflattening
 from .._unflatten._own import own_codes
 from .._unflatten._records import CONSTRUCTOR_NAMES
-from . import _detect
+from . import _callee, _detect
 
 __all__ = [
     "WHENS",
@@ -231,32 +231,42 @@ def caller_of(frame: FrameType, what: str) -> FrameType | None:
     return None
 
 
-def outside_checkers(frame: FrameType | None) -> FrameType | None:
-    """`frame`, or the first frame below it that is neither checker code nor ours
-    (our generated unflattens included)."""
-    skip = _dirs().skip
-    while frame is not None and (
-        frame.f_code.co_filename.startswith(skip)
-        or frame.f_code.co_filename.startswith((BEARTYPE_PREFIX, "<generated_"))
-    ):
+def jitted_call_below(
+    frame: FrameType | None,
+) -> tuple[FrameType | None, Any, tuple[FrameType, str, Any] | None]:
+    """Where JAX was entered from, for a check whose caller is `frame` (a jitted
+    callable made before `with profile():`, which JAX's C++ calls, leaves no frame
+    of ours to see): from `frame` down through the frames of JAX, Equinox and Flax
+    (and checkers', and ours) to the first frame of the program's, what each is
+    calling (`_callee`). Returns that first program frame (`None` if there is
+    none), what it calls, and the jitted call made from these frames (`(frame,
+    factory, the user's function)`, `_callee.jitted_call`): the outermost one, the
+    program's own if it calls one (`jax.tree.map(step, xs)` calls `step` from
+    JAX's own code; `equinox.filter_jit` calls a `jax.jit` of its own), else
+    `None`."""
+    libraries = _library_dirs()
+    found: tuple[FrameType, str, Any] | None = None
+    while frame is not None:
+        called = _callee.callee(frame)
+        jitted = _callee.jitted_call(called) if called is not None else None
+        if jitted is not None:
+            found = (frame, *jitted)
+        if not frame.f_code.co_filename.startswith(libraries):
+            return frame, called, found
         frame = frame.f_back
-    return frame
+    return None, None, found
 
 
-def entered_jax_from(frame: FrameType | None) -> FrameType | None:
-    """`frame`, or, where it is JAX's own code (or a checker's, or ours), the first
-    frame below it that is not: the line that called into JAX. A jitted call that
-    takes JAX's Python dispatch (its first run, or a function that runs a host
-    callback) rebuilds its output from there, so a check in that rebuild has JAX's
-    `pjit` code as its caller, not the line that called the jitted function."""
-    dirs = _dirs()
-    while frame is not None and (
-        frame.f_code.co_filename.startswith(dirs.jax)
-        or frame.f_code.co_filename.startswith(dirs.skip)
-        or frame.f_code.co_filename.startswith((BEARTYPE_PREFIX, "<generated_"))
-    ):
-        frame = frame.f_back
-    return frame
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """The code a jitted call runs of its own (JAX's, Equinox's and Flax's jitted
+    callables, their dispatch and rebuilds), and checkers' and ours."""
+    return (
+        *_dirs().skip,
+        *_detect.package_dirs(("jax", "jaxlib", "equinox", "flax")),
+        BEARTYPE_PREFIX,
+        "<generated_",
+    )
 
 
 # The innermost code of every registered Python unflatten function, refreshed when

@@ -292,16 +292,30 @@ _MAYBE_UNSEEN: Final = frozenset({"construction", "tree", "eager"})
 
 
 def _unseen_dispatch(
-    situation: _situation.Situation, caller: Any, what: str, cls: type | None
+    situation: _situation.Situation,
+    caller: Any,
+    what: str,
+    cls: type | None,
+    only_jitted: bool = False,
 ) -> _situation.Situation:
-    """`situation`, or `dispatch` when JAX's C++ dispatch of a jitted function made
-    before the profile started ran the check: then the frame JAX was entered from
-    (the check's caller, or the caller of the registered unflatten that made the
-    check, directly or, for a constructor, through its helpers; or, where the
-    caller is JAX's own Python dispatch, the line that called into JAX) is calling
-    a jitted function (`_guard/_callee.py`). A construction we
-    can't tell from such a rebuild is `unclear`."""
+    """`situation`, or `dispatch` when a jitted call made before the profile started
+    ran the check, or `unclear` when one may have and we can't tell.
+
+    JAX was entered from the check's caller, or from the caller of the registered
+    unflatten that made the check (directly or, for a constructor, through its
+    helpers): from there down to the program's own line, a frame that calls a
+    jitted callable (`_situation.jitted_call_below`) makes it `dispatch`, named as
+    the command line names it. Else the program's line decides: it calls the
+    class itself (a construction), or a function of its own (whose frame would be
+    the caller of anything it built: a tree operation, say), and the label stands;
+    or it calls something we can't read, or C code that may call a jitted function
+    (`list(map(step, xs))`, `functools.reduce`), and where a jitted call could have
+    rebuilt the object (a class JAX's C++ rebuilds by calling it, or a rebuild by a
+    registered unflatten) it is `unclear`. `only_jitted`: where every other jitted
+    call is seen, a jitted call found makes it `dispatch`, and nothing else changes
+    it."""
     entry = caller
+    unflatten = None
     if entry is not None:
         unflatten = (
             _situation.registered_unflatten_frame(entry)
@@ -311,26 +325,45 @@ def _unseen_dispatch(
             else None
         )
         if unflatten is not None:
-            entry = _situation.outside_checkers(unflatten.f_back)
-        else:
-            entry = _situation.entered_jax_from(entry)
-    called = _callee.callee(entry) if entry is not None else None
-    if called is not None and _callee.is_jitted(called):
-        fun = getattr(called, "__wrapped__", called)
-        name = _detect.describe_jitted("jax.jit", fun, entry)
+            entry = unflatten.f_back
+    line, called, jitted = _situation.jitted_call_below(entry)
+    if jitted is not None:
         return _situation.Situation(
             "dispatch",
-            name,
+            _jitted_label(*jitted),
             situation.rebuild or what == "constructor",
-            _callee.made_at(fun),
+            _callee.made_at(jitted[2]),
         )
-    if (
-        called is None
-        and situation.when == "construction"
-        and _may_be_unseen_rebuild(cls)
+    if only_jitted or line is None or called is cls or _callee.runs_python(called):
+        return situation
+    if situation.when in ("construction", "tree") and (
+        unflatten is not None or _may_be_unseen_rebuild(cls)
     ):
         return situation._replace(when="unclear")
     return situation
+
+
+def _named_dispatch(
+    situation: _situation.Situation, caller: Any
+) -> _situation.Situation:
+    """A `dispatch` (a rebuild by a jitted call's own code: Equinox's, JAX's
+    `pmap`) of a jitted callable made before the profile started, with the name of
+    the jitted call the program's line made (`_situation.jitted_call_below`)."""
+    _, _, jitted = _situation.jitted_call_below(caller)
+    if jitted is None:
+        return situation
+    return situation._replace(
+        jitted=_jitted_label(*jitted),
+        made_at=situation.made_at or _callee.made_at(jitted[2]),
+    )
+
+
+def _jitted_label(frame: FrameType, transform: str, fun: Any) -> str:
+    """`jax.jit(module.step)`; an ahead-of-time compiled call, which keeps no
+    trace of its function, by its type."""
+    if fun is None:
+        return transform
+    return _detect.describe_jitted(transform, fun, frame)
 
 
 def _watch_body(code: CodeType) -> None:
@@ -978,8 +1011,22 @@ class _Thread(Tracker):
         situation, caller = _situation.situation(
             frame, described.what, cls, described.body, walked
         )
-        if not _sees_every_jit and situation.when in _MAYBE_UNSEEN:
-            situation = _unseen_dispatch(situation, caller, described.what, cls)
+        if not _sees_every_jit:
+            if situation.when in _MAYBE_UNSEEN:
+                situation = _unseen_dispatch(situation, caller, described.what, cls)
+            elif situation.when == "dispatch" and situation.jitted is None:
+                situation = _named_dispatch(situation, caller)
+        elif (
+            situation.when in _MAYBE_UNSEEN
+            and caller is not None
+            and caller.f_code.co_filename.startswith(_situation._library_dirs())
+        ):
+            # Every jitted call is ours to see, but for an ahead-of-time compiled
+            # one (no factory of ours made it), whose rebuilds' caller is JAX's
+            # own code.
+            situation = _unseen_dispatch(
+                situation, caller, described.what, cls, only_jitted=True
+            )
         body = described.body
         # The checked function, as jaxtyping's closure held it before our body hook.
         function = body.__typecheck_guard_body__ if type(body) is _Body else body
