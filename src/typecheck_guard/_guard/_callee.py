@@ -187,22 +187,28 @@ def _read(frame: FrameType, path: tuple[str, ...]) -> Any:
             return _UNKNOWN
         if found is _OBJECT_CLASS:
             found = type(value)
-        elif isinstance(found, staticmethod):
+        elif _is(found, staticmethod):
             found = found.__func__
-        elif isinstance(found, (_TUPLEGETTER, types.MemberDescriptorType)):
-            if isinstance(value, type):
+        elif _is(found, (_TUPLEGETTER, types.MemberDescriptorType)):
+            if _is(value, type):
                 return _UNKNOWN
             try:
                 found = found.__get__(value, type(value))
             except (AttributeError, TypeError, IndexError):
                 return _UNKNOWN
-        elif isinstance(found, (property, classmethod)) or (
-            not isinstance(found, (types.FunctionType, type)) and _python_get(found)
+        elif _is(found, (property, classmethod)) or (
+            not _is(found, (types.FunctionType, type)) and _python_get(found)
         ):
             # Reading it runs code (a property, a descriptor of the program's).
             return _UNKNOWN
         value = found
     return value
+
+
+def _is(obj: Any, types_: Any) -> bool:
+    """`isinstance`, by the object's type alone: `isinstance` falls back to reading
+    `obj.__class__`, which a program's property may answer."""
+    return issubclass(type(obj), types_)
 
 
 def _python_get(obj: Any) -> bool:
@@ -211,7 +217,7 @@ def _python_get(obj: Any) -> bool:
         get = inspect.getattr_static(type(obj), "__get__")
     except AttributeError:
         return False
-    return isinstance(get, types.FunctionType)
+    return _is(get, types.FunctionType)
 
 
 def callee(frame: FrameType) -> Any:
@@ -230,7 +236,7 @@ def callee(frame: FrameType) -> Any:
     value = _read(frame, path)
     if value is _UNKNOWN:
         return None
-    while isinstance(value, functools.partial):
+    while type(value) is functools.partial:
         value = value.func
     return value
 
@@ -241,15 +247,15 @@ def runs_python(obj: Any) -> bool:
     caller: a check whose caller is the frame calling `obj` was not made by it.
     A class, a builtin and other C callables (`list`, `map`, `functools.reduce`,
     a tree definition's `unflatten`) may call back into any Python."""
-    if isinstance(obj, (types.FunctionType, types.MethodType)):
-        return isinstance(getattr(obj, "__func__", obj), types.FunctionType)
-    if isinstance(obj, type):
+    if _is(obj, (types.FunctionType, types.MethodType)):
+        return _is(getattr(obj, "__func__", obj), types.FunctionType)
+    if _is(obj, type):
         return False
     try:
         call = inspect.getattr_static(type(obj), "__call__")
     except AttributeError:
         return False
-    return isinstance(call, types.FunctionType)
+    return _is(call, types.FunctionType)
 
 
 def jitted_call(obj: Any) -> tuple[str, Any] | None:
@@ -274,7 +280,7 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
             return "equinox.filter_jit", obj.__wrapped__
         if module.startswith("flax.nnx") and cls.__name__ == "JitWrapped":
             return "flax.nnx.jit", inspect.getattr_static(obj, "__wrapped__")
-        if isinstance(obj, types.FunctionType):
+        if _is(obj, types.FunctionType):
             code = obj.__code__
             if code.co_name == "wrapped" and code.co_filename.endswith(
                 os.path.join("jax", "_src", "pmap.py")
