@@ -1131,6 +1131,22 @@ def test_the_unflatten_safe_fix_wraps_the_users_own_jitted_object():
     assert "_partial_step = " not in fix(site)
 
 
+def test_the_unflatten_safe_fix_is_no_statement_where_the_line_holds_two(
+    tmp_path: Path,
+):
+    from typecheck_guard._guard._fixes import unflatten_safe_fix
+
+    source = tmp_path / "train.py"
+    source.write_text("n = 3; step = jax.jit(f)\nstep = jax.jit(f)\n")
+    assert unflatten_safe_fix("jax.jit(train.f)", f"{source}:1") == (
+        f"wrap the jitted function made at {source}:1 in "
+        "typecheck_guard.unflatten_safe(...)"
+    )
+    assert unflatten_safe_fix("jax.jit(train.f)", f"{source}:2") == (
+        f"step = typecheck_guard.unflatten_safe(jax.jit(f))  ({source}:2)"
+    )
+
+
 def _line_of(snippet: str) -> int:
     with open(__file__) as f:
         for number, line in enumerate(f, 1):
@@ -1930,6 +1946,7 @@ def test_a_node_built_by_its_unflattens_helper_is_a_rebuild(typecheck):
 API_CALL_FORMS = """
 import functools
 import json
+import os
 import sys
 from typing import Any, NamedTuple, Union
 
@@ -2012,7 +2029,51 @@ class Steps(NamedTuple):
     step: Any
 
 
+class Runner:
+    def __init__(self):
+        self.fn = step
+
+    def pick(self, s):  # could rebind self.fn before the call: we can't tell
+        return s
+
+
+class Meta(type):  # counts what the profile must not call
+    calls = 0
+
+    def __getattribute__(cls, name):
+        Meta.calls += 1
+        return type.__getattribute__(cls, name)
+
+    def __hash__(cls):
+        Meta.calls += 1
+        return id(cls)
+
+    def __eq__(cls, other):
+        Meta.calls += 1
+        return cls is other
+
+
+class Metered(metaclass=Meta):
+    pass
+
+
+def class_body():
+    class Body:  # a class body's names (and a comprehension in it skips them)
+        out = [step(s) for _ in range(1)]
+
+
+def inner(s):
+    return s.replace(x=s.x * 2)
+
+
+wrapped = functools.update_wrapper(jax.jit(inner), double)  # named as jit's own
+# Code compiled under another file's name: the source on disk is not what runs.
+with open("swapped.py", "w") as file:
+    file.write("make(s)\\n")
+swapped = compile("step(s)\\n", os.path.abspath("swapped.py"), "exec")
 holder, slotted, steps, fns = Holder(), Slotted(), Steps(step), {"noted": noted}
+runner, metered = Runner(), Metered()
+metered.step = step
 eqx_step = eqx.filter_jit(double)
 nnx_step = nnx.jit(double)
 nnx_named = type(nnx_step).__name__ == "JitWrapped"
@@ -2020,7 +2081,7 @@ pmapped = jax.pmap(double)
 s, xs, n = State(jnp.ones(3)), [jnp.ones(3), jnp.ones(3)], Node(jnp.ones(3))
 loose, batched = Loose(jnp.ones(3)), Loose(jnp.ones((1, 3)))
 compiled = jax.jit(double).lower(loose).compile()
-for warm in (step, noted, holder.step):
+for warm in (step, noted, holder.step, wrapped):
     warm(s)
 make(xs[0]), node_noted(n), eqx_step(loose), nnx_step(loose), pmapped(batched)
 compiled(loose)
@@ -2039,6 +2100,11 @@ sections = {
     "flax.nnx.jit": lambda: nnx_step(loose),
     "jax.pmap": lambda: pmapped(batched),
     "compiled": lambda: compiled(loose),
+    "an argument runs code": lambda: runner.fn(runner.pick(s)),
+    "a metaclass of the program's": lambda: metered.step(s),
+    "a class body": class_body,
+    "update_wrapper": lambda: wrapped(s),
+    "another file's name": lambda: exec(swapped, globals()),
     "tree.map(f, s)": lambda: jax.tree.map(lambda v: v + 1, s),
     "tree_unflatten": lambda: jax.tree_util.tree_unflatten(treedef, [s.x]),
     "construction": lambda: State(s.x),
@@ -2046,9 +2112,12 @@ sections = {
 }
 out = {"nnx_named": nnx_named}
 for name, section in sections.items():
+    Meta.calls = 0
     with typecheck_guard.profile() as prof:
         for _ in range(2):
             section()
+    if name == "a metaclass of the program's":
+        out["metaclass calls"] = Meta.calls
     out[name] = sorted(
         [site["site"], site["when"], site["jitted"], site["count"]]
         for site in prof.to_dict()["sites"]
@@ -2093,6 +2162,18 @@ def test_profile_api_reads_every_way_a_program_calls_a_jitted_function(
         "flax.nnx.jit": [[loose, "dispatch", "flax.nnx.jit(__main__.double)", 10]],
         "jax.pmap": [[loose, "dispatch", "jax.pmap(__main__.double)", 2]],
         "compiled": [[loose, "dispatch", "jax.stages.Compiled", 2]],
+        "an argument runs code": [[state, "unclear", None, 2]],
+        "a metaclass of the program's": [[state, "unclear", None, 2]],
+        "metaclass calls": 0,
+        # 3.12+ runs the comprehension in the class body's frame, whose names
+        # it skips; before, in a function of its own, which reads the global.
+        "a class body": [
+            [state, "unclear", None, 2]
+            if sys.version_info >= (3, 12)
+            else [state, "dispatch", dispatch, 2]
+        ],
+        "update_wrapper": [[state, "dispatch", "jax.jit(__main__.inner)", 2]],
+        "another file's name": [[state, "unclear", None, 2]],
         "tree.map(f, s)": [[state, "tree", None, 2]],
         "tree_unflatten": [[state, "tree", None, 2]],
         "construction": [[state, "construction", None, 2]],

@@ -8,8 +8,9 @@ when the program builds the object itself, `state = State(...)`. What tells the 
 apart is what that line calls. The call in flight is the instruction the caller's
 frame stopped at; CPython keeps its source span (`co_positions`, 3.11+), and its
 callee is an expression: a name, or attribute reads on one (`step`, `self.step`,
-`trainer.steps.train`). We read those the way `inspect.getattr_static` does, so
-that no property, `__getattr__` or descriptor of the program runs (a slot, a
+`trainer.steps.train`). We read those where Python would find them, without
+`inspect.getattr_static` (which may call a program's metaclass), so that no
+property, `__getattr__` or descriptor of the program runs (a slot, a
 `NamedTuple` field, a `staticmethod` and `obj.__class__` are read; a property is
 not).
 
@@ -32,7 +33,6 @@ of the program, where this costs nothing until a check starts.
 from __future__ import annotations
 
 import ast
-import builtins
 import dis
 import functools
 import inspect
@@ -52,13 +52,15 @@ __all__ = ["callee", "jitted_call", "made_at", "runs_python"]
 # `(id(code), offset) -> (code, path)`: by the code object's identity (a code
 # object hashes its whole contents, once per check), holding it so that the id
 # stays its own.
-_paths: dict[tuple[int, int], tuple[CodeType, tuple[str, ...] | None]] = {}
+_paths: dict[tuple[int, int], tuple[CodeType, Any]] = {}
 _MAX_PATHS: Final = 10_000
 _UNKNOWN: Final = object()
 
 
-def _source(code: CodeType, offset: int, frame: FrameType) -> str | None:
-    """The source text of the instruction at `offset` of `code`."""
+def _source(
+    code: CodeType, offset: int
+) -> tuple[str, tuple[int, int, int, int]] | None:
+    """The source text of the instruction at `offset` of `code`, and its span."""
     try:
         positions = list(code.co_positions())[offset // 2]
     except (AttributeError, IndexError):  # Python 3.10: no positions
@@ -66,16 +68,19 @@ def _source(code: CodeType, offset: int, frame: FrameType) -> str | None:
     start, end, column, end_column = positions
     if None in positions:
         return None
-    lines = linecache.getlines(code.co_filename, frame.f_globals)
+    # Files only: a module's own loader (`get_source`) is the program's code.
+    lines = linecache.getlines(code.co_filename)
     if not lines or end > len(lines):  # pyright: ignore[reportOptionalOperand]
         return None
     # Columns count UTF-8 bytes.
     chunk = [line.encode() for line in lines[start - 1 : end]]  # pyright: ignore
     if len(chunk) == 1:
-        return chunk[0][column:end_column].decode(errors="replace")
-    chunk[0] = chunk[0][column:]
-    chunk[-1] = chunk[-1][:end_column]
-    return b"".join(chunk).decode(errors="replace")
+        text = chunk[0][column:end_column]
+    else:
+        chunk[0] = chunk[0][column:]
+        chunk[-1] = chunk[-1][:end_column]
+        text = b"".join(chunk)
+    return text.decode(errors="replace"), positions  # pyright: ignore
 
 
 def _path(node: ast.expr) -> tuple[str, ...] | None:
@@ -115,10 +120,13 @@ def _opname(code: CodeType, offset: int) -> str:
 
 def _callee_path(
     frame: FrameType,
-) -> tuple[tuple[str, ...], tuple[tuple[str, ...] | None, ...]] | None:
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...] | None, ...], bool] | None:
     """What the call `frame` is making calls (a path of names and attributes), and,
     at an instruction that unpacks `*args` or `**kwargs` as it calls, what each of
-    those is (a path, or `None`: an expression we don't read)."""
+    those is (a path, or `None`: an expression we don't read), and whether every
+    argument is inert (`_inert`). `None` where we can't tell: the callee is no
+    such path, or an argument assigns its name (`f(x, f := g)`), or the source on
+    disk is not the code that runs (edited since, or another file's name)."""
     code, offset = frame.f_code, frame.f_lasti
     key = (id(code), offset)
     known = _paths.get(key)
@@ -126,14 +134,19 @@ def _callee_path(
         return known[1]
     found = None
     name = _opname(code, offset)
-    text = _source(code, offset, frame) if name in _CALLS else None
-    if text is not None:
+    source = _source(code, offset) if name in _CALLS else None
+    if source is not None:
+        text, span = source
         try:
             tree = ast.parse(text.strip(), mode="eval").body
         except SyntaxError:
             tree = None
-        if isinstance(tree, ast.Call):
-            path = _path(tree.func)
+        path = _path(tree.func) if isinstance(tree, ast.Call) else None
+        if path is not None and (text[:1].isspace() or _assigns(tree, path[0])):
+            path = None
+        if path is not None:
+            assert isinstance(tree, ast.Call)
+            arguments = [*tree.args, *(keyword.value for keyword in tree.keywords)]
             unpacked: tuple[tuple[str, ...] | None, ...] = ()
             if name in _STAR_CALL:
                 unpacked = tuple(
@@ -145,16 +158,64 @@ def _callee_path(
                     for keyword in tree.keywords
                     if keyword.arg is None
                 )
-            if path is not None:
-                found = (path, unpacked)
+            if _compiled_from(code, path, span):
+                found = (path, unpacked, all(map(_inert, arguments)))
     if len(_paths) >= _MAX_PATHS:
         _paths.clear()
     _paths[key] = (code, found)
     return found
 
 
+def _assigns(call: ast.Call, name: str) -> bool:
+    """Whether an argument of `call` assigns `name` (`f(x, f := g)`)."""
+    return any(
+        isinstance(node, ast.NamedExpr) and node.target.id == name
+        for node in ast.walk(call)
+    )
+
+
+def _inert(node: ast.expr) -> bool:
+    """Whether evaluating the argument `node` runs none of the program's code: a
+    name, a constant, a lambda, or one of those unpacked."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    return isinstance(node, (ast.Name, ast.Constant, ast.Lambda))
+
+
+def _compiled_from(
+    code: CodeType, path: tuple[str, ...], span: tuple[int, int, int, int]
+) -> bool:
+    """Whether the call at `span` of `code` loads `path`, as its source says: the
+    instruction that loads the callee's first name starts where the call starts,
+    and each attribute is loaded inside the call. (A file edited since it was
+    imported, or code compiled under another file's name, has source that says
+    something else.)"""
+    start, _, column, _ = span
+    first, *attributes = path
+    names: set[str] = set()
+    loaded = False
+    for instruction in _instructions(code):
+        where = instruction.positions
+        if where is None or where.lineno is None or where.lineno < start:
+            continue
+        value = instruction.argval
+        values = value if isinstance(value, tuple) else (value,)
+        if not instruction.opname.startswith("LOAD"):
+            continue
+        if where.lineno == start and where.col_offset == column and first in values:
+            loaded = True
+        if instruction.opname.startswith(("LOAD_ATTR", "LOAD_METHOD")):
+            names.add(value)
+    return loaded and names.issuperset(attributes)
+
+
+@functools.lru_cache(maxsize=256)
+def _instructions(code: CodeType) -> tuple[dis.Instruction, ...]:
+    return tuple(dis.get_instructions(code))
+
+
 # `object.__class__`, which `obj.__class__(...)` reads (`dataclasses.replace`,
-# flax.struct's `replace`): `type(obj)`, whatever `getattr_static` answers for it.
+# flax.struct's `replace`): `type(obj)`.
 _OBJECT_CLASS: Final = object.__dict__["__class__"]
 
 
@@ -169,21 +230,103 @@ def _tuplegetter() -> Any:
 _TUPLEGETTER: Final = _tuplegetter()
 
 
+_CO_OPTIMIZED: Final = inspect.CO_OPTIMIZED
+# What Python itself reads a class's namespace and MRO with.
+_CLASS_DICT: Final = type.__dict__["__dict__"]
+_CLASS_MRO: Final = type.__dict__["__mro__"]
+
+
+def _variable(frame: FrameType, name: str) -> Any:
+    """The value of the variable `name` in `frame`, read without running the
+    program's code; `_UNKNOWN` where it can't be. A class body's names are not
+    read (a metaclass's namespace is the program's mapping, and a comprehension in
+    it skips them), nor code `exec` runs with locals of their own. (A function's
+    local variable is read through `f_locals`, which before Python 3.13 also
+    refreshes the dictionary the function's `locals()` returns.)"""
+    code = frame.f_code
+    globals_ = frame.f_globals
+    if type(globals_) is not dict:
+        return _UNKNOWN
+    local = name in code.co_varnames or name in code.co_cellvars
+    local = local or name in code.co_freevars
+    if code.co_flags & _CO_OPTIMIZED:
+        if local:
+            try:
+                return frame.f_locals[name]
+            except KeyError:
+                return _UNKNOWN
+    elif local or code.co_name != "<module>":
+        # (3.12+ runs a module's comprehensions in its frame, with variables of
+        # their own, which are not the module's.)
+        return _UNKNOWN
+    elif not code.co_nlocals and frame.f_locals is not globals_:
+        return _UNKNOWN  # `exec(code, globals, locals)`
+    value = dict.get(globals_, name, _UNKNOWN)
+    if value is _UNKNOWN:
+        builtins_ = frame.f_builtins
+        if type(builtins_) is not dict:
+            return _UNKNOWN
+        value = dict.get(builtins_, name, _UNKNOWN)
+    return value
+
+
+def _in_class(cls: type, name: str) -> Any:
+    """`name` in the namespace of `cls` or of a class of its MRO, as Python finds
+    it; `_UNKNOWN` if none has it."""
+    for entry in _CLASS_MRO.__get__(cls):
+        namespace = _CLASS_DICT.__get__(entry)
+        if name in namespace:
+            return namespace[name]
+    return _UNKNOWN
+
+
+def _attribute(value: Any, name: str) -> Any:
+    """`value.name` as Python finds it, before any descriptor's `__get__` (what
+    `inspect.getattr_static` answers, which may call a program's metaclass:
+    `__getattribute__`, or its `__hash__` and `__eq__` on 3.12+); `_UNKNOWN`
+    where the program may have a say (its metaclass, its `__getattribute__`, a
+    `__dict__` of its own) or the attribute isn't found without `__getattr__`."""
+    cls = type(value)
+    if type(cls) is not type:
+        return _UNKNOWN
+    if cls is type:  # a class (whose metaclass is `type`): its namespace
+        return _in_class(value, name)
+    if cls is types.ModuleType:
+        namespace = object.__getattribute__(value, "__dict__")
+        return dict.get(namespace, name, _UNKNOWN)
+    if type(_in_class(cls, "__getattribute__")) is not types.WrapperDescriptorType:
+        return _UNKNOWN  # the program's own (a C type's is C code)
+    found = _in_class(cls, name)
+    if found is not _UNKNOWN and type(found) is not type:
+        kind = type(found)
+        if type(kind) is not type:
+            return _UNKNOWN
+        if (
+            _in_class(kind, "__set__") is not _UNKNOWN
+            or _in_class(kind, "__delete__") is not _UNKNOWN
+        ):
+            return found  # a data descriptor: before the instance's namespace
+    slot = _in_class(cls, "__dict__")
+    if slot is not _UNKNOWN:
+        if type(slot) is not types.GetSetDescriptorType or slot.__name__ != "__dict__":
+            return _UNKNOWN
+        namespace = slot.__get__(value, cls)
+        own = dict.get(namespace, name, _UNKNOWN)
+        if own is not _UNKNOWN:
+            return own
+    return found
+
+
 def _read(frame: FrameType, path: tuple[str, ...]) -> Any:
     """The value of `path` in `frame`, read without running the program's code;
     `_UNKNOWN` where it can't be."""
     first, *rest = path
-    value = frame.f_locals.get(first, _UNKNOWN)
+    value = _variable(frame, first)
     if value is _UNKNOWN:
-        value = frame.f_globals.get(first, _UNKNOWN)
-    if value is _UNKNOWN:
-        value = getattr(builtins, first, _UNKNOWN)
-        if value is _UNKNOWN:
-            return _UNKNOWN
+        return _UNKNOWN
     for name in rest:
-        try:
-            found = inspect.getattr_static(value, name)
-        except AttributeError:
+        found = _attribute(value, name)
+        if found is _UNKNOWN:
             return _UNKNOWN
         if found is _OBJECT_CLASS:
             found = type(value)
@@ -212,12 +355,11 @@ def _is(obj: Any, types_: Any) -> bool:
 
 
 def _python_get(obj: Any) -> bool:
-    """Whether `obj` is a descriptor whose `__get__` is Python code."""
-    try:
-        get = inspect.getattr_static(type(obj), "__get__")
-    except AttributeError:
-        return False
-    return _is(get, types.FunctionType)
+    """Whether `obj` may be a descriptor whose `__get__` is Python code."""
+    cls = type(obj)
+    if type(cls) is not type:
+        return True
+    return _is(_in_class(cls, "__get__"), types.FunctionType)
 
 
 def callee(frame: FrameType) -> Any:
@@ -225,13 +367,21 @@ def callee(frame: FrameType) -> Any:
     without running code, or the frame is not at a call, or the call may still be
     running the program's code to unpack its arguments (`f(*gen)`, `f(**mapping)`
     of anything but a tuple, list or dict: `step(*map(State, xs))` builds each
-    `State` at the instruction that calls `step`)."""
+    `State` at the instruction that calls `step`), or its arguments may have
+    changed what it called."""
     found = _callee_path(frame)
     if found is None:
         return None
-    path, unpacked = found
+    path, unpacked, inert = found
     for star in unpacked:
         if star is None or type(_read(frame, star)) not in (tuple, list, dict):
+            return None
+    if len(path) > 1 and not inert:
+        # An argument runs code before the call, after the callee was read: it
+        # may have rebound the attribute we read now (`r.fn(s, r.lr())`, `lr`
+        # setting `r.fn`). A module's functions we take as they stand.
+        base = _variable(frame, path[0])
+        if type(base) is not types.ModuleType:
             return None
     value = _read(frame, path)
     if value is _UNKNOWN:
@@ -249,13 +399,9 @@ def runs_python(obj: Any) -> bool:
     a tree definition's `unflatten`) may call back into any Python."""
     if _is(obj, (types.FunctionType, types.MethodType)):
         return _is(getattr(obj, "__func__", obj), types.FunctionType)
-    if _is(obj, type):
+    if _is(obj, type) or type(type(obj)) is not type:
         return False
-    try:
-        call = inspect.getattr_static(type(obj), "__call__")
-    except AttributeError:
-        return False
-    return _is(call, types.FunctionType)
+    return _is(_in_class(type(obj), "__call__"), types.FunctionType)
 
 
 def jitted_call(obj: Any) -> tuple[str, Any] | None:
@@ -273,13 +419,19 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
         if module == "typecheck_guard._guard._jitwrap" and cls.__name__ == "Jitted":
             return obj._typecheck_guard_transform, obj._typecheck_guard_fun
         if module.startswith("jaxlib") and hasattr(cls, "lower"):
-            return "jax.jit", inspect.getattr_static(obj, "__wrapped__", obj)
+            # (JAX's, Equinox's and Flax's own attributes, read as they are.)
+            # `_fun`: the function `jax.jit` was given, whatever `__wrapped__` a
+            # decorator wrote over it since (`functools.update_wrapper`).
+            fun = getattr(obj, "_fun", None)
+            return "jax.jit", fun if fun is not None else getattr(
+                obj, "__wrapped__", obj
+            )
         if module == "equinox._jit" and cls.__name__ == "_JitWrapper":
             # Equinox's own property: the function, put back together from its
             # dynamic and static parts.
             return "equinox.filter_jit", obj.__wrapped__
         if module.startswith("flax.nnx") and cls.__name__ == "JitWrapped":
-            return "flax.nnx.jit", inspect.getattr_static(obj, "__wrapped__")
+            return "flax.nnx.jit", obj.__wrapped__
         if _is(obj, types.FunctionType):
             code = obj.__code__
             if code.co_name == "wrapped" and code.co_filename.endswith(

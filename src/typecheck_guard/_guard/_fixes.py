@@ -93,7 +93,13 @@ def unflatten_safe_fix(jitted: str, made_at: str | None) -> str:
         if line.startswith("@") and _balanced(line):
             return f"put @typecheck_guard.unflatten_safe above {line} ({made_at})"
         match = _ASSIGNMENT.match(_code(line))
-        if match and _balanced(match["value"]) and "#" not in match["value"]:
+        if (
+            match
+            and _balanced(match["value"])
+            and "#" not in match["value"]
+            # Not `n = 3; step = jax.jit(f)`: two statements.
+            and ";" not in match["value"]
+        ):
             return (
                 f"{match['target']} = typecheck_guard.unflatten_safe("
                 f"{match['value']})  ({made_at})"
