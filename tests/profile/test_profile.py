@@ -2073,8 +2073,16 @@ with open("swapped.py", "w") as file:
 swapped = compile("step(s)\\n", os.path.abspath("swapped.py"), "exec")
 holder, slotted, steps, fns = Holder(), Slotted(), Steps(step), {"noted": noted}
 runner, metered = Runner(), Metered()
+
+
+class Model(eqx.Module):  # its own __getattribute__ is Equinox's
+    step: Any
+
+    def __call__(self, s):
+        return self.step(s)  # a field holding a jitted function (with a __get__)
 metered.step = step
 eqx_step = eqx.filter_jit(double)
+model = Model(eqx_step)
 nnx_step = nnx.jit(double)
 nnx_named = type(nnx_step).__name__ == "JitWrapped"
 pmapped = jax.pmap(double)
@@ -2100,6 +2108,7 @@ sections = {
     "flax.nnx.jit": lambda: nnx_step(loose),
     "jax.pmap": lambda: pmapped(batched),
     "compiled": lambda: compiled(loose),
+    "an Equinox module's field": lambda: model(loose),
     "an argument runs code": lambda: runner.fn(runner.pick(s)),
     "a metaclass of the program's": lambda: metered.step(s),
     "a class body": class_body,
@@ -2162,8 +2171,12 @@ def test_profile_api_reads_every_way_a_program_calls_a_jitted_function(
         "flax.nnx.jit": [[loose, "dispatch", "flax.nnx.jit(__main__.double)", 10]],
         "jax.pmap": [[loose, "dispatch", "jax.pmap(__main__.double)", 2]],
         "compiled": [[loose, "dispatch", "jax.stages.Compiled", 2]],
+        "an Equinox module's field": [
+            [loose, "dispatch", "equinox.filter_jit(__main__.double)", 6]
+        ],
         "an argument runs code": [[state, "unclear", None, 2]],
-        "a metaclass of the program's": [[state, "unclear", None, 2]],
+        # (An instance's attribute is found without its class's metaclass.)
+        "a metaclass of the program's": [[state, "dispatch", dispatch, 2]],
         "metaclass calls": 0,
         # 3.12+ runs the comprehension in the class body's frame, whose names
         # it skips; before, in a function of its own, which reads the global.

@@ -280,41 +280,67 @@ def _in_class(cls: type, name: str) -> Any:
     return _UNKNOWN
 
 
-def _attribute(value: Any, name: str) -> Any:
+def _attribute(value: Any, name: str) -> tuple[Any, bool]:
     """`value.name` as Python finds it, before any descriptor's `__get__` (what
-    `inspect.getattr_static` answers, which may call a program's metaclass:
-    `__getattribute__`, or its `__hash__` and `__eq__` on 3.12+); `_UNKNOWN`
-    where the program may have a say (its metaclass, its `__getattribute__`, a
-    `__dict__` of its own) or the attribute isn't found without `__getattr__`."""
+    `inspect.getattr_static` answers, without calling a program's metaclass as it
+    may: `__getattribute__`, or `__hash__` and `__eq__` on 3.12+). Every read is
+    of a class's namespace, by `type`'s own descriptors. `_UNKNOWN` where the
+    program may have a say (a `__getattribute__` of its own, or its metaclass's
+    for an attribute of a class, a `__dict__` of its own) or the attribute isn't
+    found without `__getattr__`. And whether it was found in a class's
+    namespace, where a descriptor's `__get__` applies to it (not in a module's or
+    an instance's own)."""
     cls = type(value)
-    if type(cls) is not type:
-        return _UNKNOWN
-    if cls is type:  # a class (whose metaclass is `type`): its namespace
-        return _in_class(value, name)
     if cls is types.ModuleType:
         namespace = object.__getattribute__(value, "__dict__")
-        return dict.get(namespace, name, _UNKNOWN)
-    if type(_in_class(cls, "__getattribute__")) is not types.WrapperDescriptorType:
-        return _UNKNOWN  # the program's own (a C type's is C code)
+        return dict.get(namespace, name, _UNKNOWN), False
+    if not _plain_getattribute(_in_class(cls, "__getattribute__")):
+        return _UNKNOWN, False
+    if issubclass(cls, type):  # a class: its namespace, then its metaclass's
+        if _in_class(cls, "__getattribute__") is not _TYPE_GETATTRIBUTE:
+            return _UNKNOWN, False
+        meta = _in_class(cls, name)
+        if meta is not _UNKNOWN and _is_data_descriptor(meta):
+            return _UNKNOWN, False
+        found = _in_class(value, name)
+        return (found, True) if found is not _UNKNOWN else (meta, True)
     found = _in_class(cls, name)
-    if found is not _UNKNOWN and type(found) is not type:
-        kind = type(found)
-        if type(kind) is not type:
-            return _UNKNOWN
-        if (
-            _in_class(kind, "__set__") is not _UNKNOWN
-            or _in_class(kind, "__delete__") is not _UNKNOWN
-        ):
-            return found  # a data descriptor: before the instance's namespace
+    if found is not _UNKNOWN and _is_data_descriptor(found):
+        return found, True  # before the instance's namespace
     slot = _in_class(cls, "__dict__")
     if slot is not _UNKNOWN:
         if type(slot) is not types.GetSetDescriptorType or slot.__name__ != "__dict__":
-            return _UNKNOWN
+            return _UNKNOWN, False
         namespace = slot.__get__(value, cls)
         own = dict.get(namespace, name, _UNKNOWN)
         if own is not _UNKNOWN:
-            return own
-    return found
+            return own, False  # an instance's own: no descriptor applies
+    return found, True
+
+
+_TYPE_GETATTRIBUTE: Final = type.__dict__["__getattribute__"]
+
+
+def _plain_getattribute(method: Any) -> bool:
+    """Whether the `__getattribute__` `method` finds attributes as Python's own
+    does: a C type's (`object`'s, `tuple`'s, ...), or Equinox's `Module`'s (which
+    looks up as `object` does, then wraps a bound method of the module's own);
+    not a program's."""
+    if type(method) is types.WrapperDescriptorType:
+        return True
+    return (
+        type(method) is types.FunctionType
+        and method.__module__.startswith("equinox._module")
+        and method.__qualname__ == "Module.__getattribute__"
+    )
+
+
+def _is_data_descriptor(obj: Any) -> bool:
+    kind = type(obj)
+    return (
+        _in_class(kind, "__set__") is not _UNKNOWN
+        or _in_class(kind, "__delete__") is not _UNKNOWN
+    )
 
 
 def _read(frame: FrameType, path: tuple[str, ...]) -> Any:
@@ -325,10 +351,12 @@ def _read(frame: FrameType, path: tuple[str, ...]) -> Any:
     if value is _UNKNOWN:
         return _UNKNOWN
     for name in rest:
-        found = _attribute(value, name)
+        found, in_class = _attribute(value, name)
         if found is _UNKNOWN:
             return _UNKNOWN
-        if found is _OBJECT_CLASS:
+        if not in_class:
+            pass
+        elif found is _OBJECT_CLASS:
             found = type(value)
         elif _is(found, staticmethod):
             found = found.__func__
@@ -356,10 +384,7 @@ def _is(obj: Any, types_: Any) -> bool:
 
 def _python_get(obj: Any) -> bool:
     """Whether `obj` may be a descriptor whose `__get__` is Python code."""
-    cls = type(obj)
-    if type(cls) is not type:
-        return True
-    return _is(_in_class(cls, "__get__"), types.FunctionType)
+    return _is(_in_class(type(obj), "__get__"), types.FunctionType)
 
 
 def callee(frame: FrameType) -> Any:
@@ -399,7 +424,7 @@ def runs_python(obj: Any) -> bool:
     a tree definition's `unflatten`) may call back into any Python."""
     if _is(obj, (types.FunctionType, types.MethodType)):
         return _is(getattr(obj, "__func__", obj), types.FunctionType)
-    if _is(obj, type) or type(type(obj)) is not type:
+    if _is(obj, type):
         return False
     return _is(_in_class(type(obj), "__call__"), types.FunctionType)
 
