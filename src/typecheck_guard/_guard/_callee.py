@@ -190,18 +190,25 @@ def _compiled_from(
     and each attribute is loaded inside the call. (A file edited since it was
     imported, or code compiled under another file's name, has source that says
     something else.)"""
-    start, _, column, _ = span
+    start, end, column, end_column = span
     first, *attributes = path
     names: set[str] = set()
     loaded = False
     for instruction in _instructions(code):
         where = instruction.positions
-        if where is None or where.lineno is None or where.lineno < start:
-            continue
+        if (
+            where is None
+            or where.lineno is None
+            or where.end_lineno is None
+            or where.col_offset is None
+            or where.end_col_offset is None
+            or not instruction.opname.startswith("LOAD")
+            or (where.lineno, where.col_offset) < (start, column)
+            or (where.end_lineno, where.end_col_offset) > (end, end_column)
+        ):
+            continue  # not a load inside the call
         value = instruction.argval
         values = value if isinstance(value, tuple) else (value,)
-        if not instruction.opname.startswith("LOAD"):
-            continue
         if where.lineno == start and where.col_offset == column and first in values:
             loaded = True
         if instruction.opname.startswith(("LOAD_ATTR", "LOAD_METHOD")):
