@@ -1018,12 +1018,15 @@ class _Thread(Tracker):
                 situation = _named_dispatch(situation, caller)
         elif (
             situation.when in _MAYBE_UNSEEN
+            and described.what == "constructor"
             and caller is not None
             and caller.f_code.co_filename.startswith(_situation._library_dirs())
+            and _may_be_unseen_rebuild(cls)
         ):
             # Every jitted call is ours to see, but for an ahead-of-time compiled
             # one (no factory of ours made it), whose rebuilds' caller is JAX's
-            # own code.
+            # own code. (Only there: under jaxtyping's import hook most checks'
+            # callers are a library's.)
             situation = _unseen_dispatch(
                 situation, caller, described.what, cls, only_jitted=True
             )
