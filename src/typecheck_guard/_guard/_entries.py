@@ -93,9 +93,6 @@ class _Local(threading.local):
     # and a missing attribute of a `threading.local` costs an `AttributeError`
     # raised and caught (1-2 us, where the read itself costs 80 ns).
     window: Any = None
-    # What `_Bound.bind` bound last in a callback window, with its closure's checked
-    # function, until `_push` takes it: `(BoundArguments, fn)`.
-    bound: Any = None
 
 
 _local = _Local()
@@ -127,8 +124,7 @@ def leave(window: Any, previous: Any) -> None:
     the checks it recorded (`_replay`)."""
     events = window.events
     _local.window = previous
-    _local.bound = None
-    window.events = window.entered = None
+    window.events = window.entered = window.bound = None
     _replay(window, events)
 
 
@@ -370,17 +366,15 @@ class _Bound(inspect.Signature):
     )
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
-        if _local.window is None:
+        window = _local.window
+        if window is None:
             return self._bind(args, kwargs)  # what `inspect.Signature.bind` does
         start = _detect._clock()
         bound = self._bind(args, kwargs)
-        # The check started with the binding, as it does where it is followed.
-        _local.bound = (
-            bound,
-            getattr(self, "_typecheck_guard_fn", None),
-            start,
-            self,
-        )
+        # The check started with the binding, as it does where it is followed. On
+        # the window, not `_local`: setting a thread-local's attribute costs a
+        # callback's own time several times what an object's does.
+        window.bound = (bound, getattr(self, "_typecheck_guard_fn", None), start, self)
         return bound
 
     def __reduce__(self) -> Any:
@@ -456,19 +450,20 @@ def _push(arguments: Any) -> Any:
         stack = window._stack
         if (
             frame.f_code is _wrapper_code
-            and (sys.getprofile() is None or not _watched_call())
+            # (A jitted call inside the callback sets no window of its own
+            # (`_watch.watch`): the checks inside it are the callback's, ours.)
             and not _detect._is_tracing()  # then never flagged, as `Window.open`
             # (3.12+) Inside a check `sys.monitoring` follows, not in its body:
             # part of it.
             and not (stack and stack[-1].in_body is None)
         ):
             try:
-                bound = _local.bound
+                bound = window.bound
                 if bound is not None and bound[0].arguments is arguments:
                     # `_Bound.bind` bound these very arguments for this call: its
                     # closure's checked function is this check's, which started
                     # with the binding.
-                    _local.bound = None
+                    window.bound = None
                     local, body, start, signature = None, bound[1], bound[2], bound[3]
                 else:  # the first check of this function we see
                     local = frame.f_locals
@@ -484,18 +479,6 @@ def _push(arguments: Any) -> Any:
             except Exception:  # never let the watching break the user's program
                 pass
     return _original_push(arguments)
-
-
-def _watched_call() -> bool:
-    """Whether a jitted call made inside the callback watches this thread with the
-    guard's profile function (it then sees its own checks)."""
-    profile = sys.getprofile()
-    if profile is None:
-        return False
-    from ._track import Window
-
-    parts = getattr(profile, "__typecheck_guard_parts__", (profile,))
-    return any(isinstance(getattr(p, "__self__", None), Window) for p in parts)
 
 
 def _pop() -> Any:

@@ -360,6 +360,10 @@ class Window(Tracker):
     # (`_entries`): replayed through `started`/`push_known`, `pause`, `resume` and
     # `close` once it returned.
     events: list[tuple[Any, ...]] | None = None
+    # While a host callback runs: what `_entries._Bound.bind` bound last, with its
+    # closure's checked function, its time and itself, until `_entries._push`
+    # takes it: `(BoundArguments, fn, start, signature)`.
+    bound: tuple[Any, ...] | None = None
     # While `_entries` replays `events`: JAX wasn't tracing and jaxtyping checks
     # (it called `push_shape_memo`), so `open` doesn't ask again.
     recorded = False
