@@ -6,6 +6,7 @@ tests assert "how many checks ran", never how long anything took.
 """
 
 import functools as ft
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -96,3 +97,6 @@ def _restore_typecheck_guard() -> Iterator[None]:
     import typecheck_guard
 
     typecheck_guard.uninstall()
+    watch = sys.modules.get("typecheck_guard._guard._watch")
+    if watch is not None:  # the level a test left to JAX's own threads
+        watch._lent = None

@@ -924,6 +924,114 @@ def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
     assert "inside a host callback" in record.getMessage()
 
 
+def _on_a_thread_of_its_own(fn):
+    """Run `fn` on a thread that `threading` did not start, as JAX runs a host
+    callback on its runtime's threads; wait for it; return what it raised."""
+    import _thread
+
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            raised.append(error)
+        finally:
+            done.set()
+
+    _thread.start_new_thread(run, ())
+    assert done.wait(60)
+    return raised
+
+
+def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
+    typecheck, caplog
+):
+    # JAX runs a host callback on one of its runtime's threads when the executable
+    # runs there (a large one, on the CPU): no `runtime_checks` reaches that thread,
+    # so it takes the level the program last set or called a jitted function at.
+    # We run the callback's trampoline (eager `jax.debug.callback`, which calls the
+    # same `impl` the compiled program does) on such a thread.
+    progress = _checked_progress(typecheck)
+    names = iter(f"host_v{i}" for i in range(100))
+
+    def host(x):  # a new site per run: each is logged once
+        progress(x)
+
+    def run_on_jaxs_thread():
+        host.__qualname__ = next(names)
+        assert not _on_a_thread_of_its_own(
+            lambda: jax.debug.callback(host, jnp.zeros(()))
+        )
+        jax.effects_barrier()
+
+    def run_on_a_program_thread():
+        host.__qualname__ = next(names)
+        thread = threading.Thread(
+            target=lambda: jax.debug.callback(host, jnp.zeros(()))
+        )
+        thread.start()
+        thread.join()
+        jax.effects_barrier()
+
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+
+    def logged():
+        found = [
+            r.getMessage().split("jax.debug.callback(")[1].split(")")[0]
+            for r in caplog.records
+            if r.name == "typecheck_guard"
+        ]
+        caplog.clear()
+        return [name.rsplit(".", 1)[-1] for name in found]
+
+    run_on_jaxs_thread()
+    assert logged() == []  # nothing set: nothing watched
+    with typecheck_guard.runtime_checks("log"):
+        run_on_jaxs_thread()
+        assert logged() == ["host_v1"]
+        run_on_a_program_thread()  # a thread of the program's has its own level
+        assert logged() == []
+    run_on_jaxs_thread()  # the level went back to "allow" on the thread that set it
+    assert logged() == []
+    with typecheck_guard.runtime_checks("disallow", callbacks=True):
+        run_on_jaxs_thread()  # no call to raise from: logged instead
+        assert logged() == ["host_v4"]
+    with typecheck_guard.runtime_checks("disallow"):
+        run_on_jaxs_thread()  # not raised, not logged: as on the program's thread
+        assert logged() == []
+
+
+def test_every_run_of_a_callback_is_seen_on_whatever_thread_jax_runs_it(
+    typecheck, caplog
+):
+    # A large executable on the CPU runs on one of JAX's runtime threads (jax 0.10
+    # runs most of these calls there), and so does its host callback.
+    progress = _checked_progress(typecheck)
+    threads = []
+
+    def host(x):
+        threads.append(threading._active.get(threading.get_ident()))  # type: ignore[attr-defined]
+        progress(x)
+
+    @jax.jit
+    def step(x, m):
+        x = jnp.tanh(m @ m) @ x
+        jax.debug.callback(host, x[0])
+        return x
+
+    m, x = jnp.ones((1024, 1024)), jnp.ones(1024)
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+    with typecheck_guard.runtime_checks("log"):
+        for i in range(6):
+            host.__qualname__ = f"host_v{i}"  # a new site per run: logged once each
+            jax.block_until_ready(step(x, m))
+            jax.effects_barrier()
+    logged = [r for r in caplog.records if r.name == "typecheck_guard"]
+    assert len(threads) == len(logged) == 6
+
+
 class _Meter:
     """What a progress meter does in its host callback (tqdm's refresh): Python
     work whose speed the program can see (tqdm prints one more line for each 0.1 s

@@ -4,9 +4,11 @@ is called, outside tracing.
 The level lives in a `ContextVar` (like `decimal`'s context): calling
 `runtime_checks(level)` sets it for the current thread or asyncio task at once, and
 leaving a `with runtime_checks(level):` block puts back the level it found. Threads
-and tasks are isolated; a new thread starts at `"allow"`. We rejected a process-wide
-default set by the bare call: one object cannot then also scope a `with` block
-without a moment in which every other thread sees the block's level.
+and tasks are isolated; a new thread starts at `"allow"`. (A host callback on one
+of JAX's runtime threads takes the level last set or called at: `_watch.lend`.)
+We rejected a process-wide default set by the bare call: one object cannot then
+also scope a `with` block without a moment in which every other thread sees the
+block's level.
 
 The first level other than `"allow"` switches the guard's patches on (`_jitwrap`);
 `_watch` watches each call and reads the level back.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Final, Literal
 
-from ._watch import RuntimeTypecheckError, _callbacks, _level
+from ._watch import RuntimeTypecheckError, _callbacks, _level, lend
 
 __all__ = ["RuntimeTypecheckError", "runtime_checks"]
 
@@ -64,6 +66,7 @@ class RuntimeChecks:
         self._previous = (_level.get(), _callbacks.get())
         self._token = _level.set(level)
         self._callbacks_token = _callbacks.set(callbacks)
+        lend(level, callbacks)
 
     def __enter__(self) -> RuntimeChecks:
         return self
@@ -75,6 +78,7 @@ class RuntimeChecks:
         except (ValueError, RuntimeError):  # left in another context, or twice
             _level.set(self._previous[0])
             _callbacks.set(self._previous[1])
+        lend(_level.get(), _callbacks.get())
 
     def __repr__(self) -> str:
         if self.callbacks:
@@ -110,7 +114,10 @@ def runtime_checks(
     One object, two forms: `runtime_checks("log")` sets the level for the current
     thread (or asyncio task) from now on; `with runtime_checks("disallow"): ...`
     sets it for the block and puts back the previous level on exit, also when the
-    block raises. Threads and tasks are isolated.
+    block raises. Threads and tasks are isolated; a host callback that JAX runs
+    on a thread of its own runtime (not a `threading.Thread`), which no
+    `runtime_checks` reaches, takes the level the program last set or last called
+    a jitted function at.
 
     The guard sees jitted callables created after a level other than `"allow"` was
     first set in the process (it wraps `jax.jit` & co from then on, for the rest of

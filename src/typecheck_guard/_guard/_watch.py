@@ -220,11 +220,47 @@ _callbacks: contextvars.ContextVar[bool] = contextvars.ContextVar(
 _sinks: list[Callable[[Tally], bool]] = []
 _logged: set[Site] = set()
 _lock = threading.Lock()
+# `(level, callbacks, thread id)` of the last jitted call watched at a level other
+# than "allow": the level that host callbacks JAX runs on its own threads take
+# (`callback_level`). The thread that set it clears it when it calls a jitted
+# function at "allow" or its level goes back to "allow" (`_runtime`).
+_lent: tuple[str, bool, int] | None = None
+_get_ident = threading.get_ident
 
 
 def listening() -> bool:
     """Whether a jitted call made now should be watched. O(1)."""
     return bool(_sinks) or _level.get() != "allow"
+
+
+def lend(level: str, callbacks: bool) -> None:
+    """This thread's jitted call (or its level) is now at `level`: what host
+    callbacks that JAX runs on its own threads take from now on (`callback_level`)."""
+    global _lent
+    lent = _lent
+    if level != "allow":
+        new = (level, callbacks, _get_ident())
+        if lent != new:
+            _lent = new
+    elif lent is not None and lent[2] == _get_ident():
+        _lent = None
+
+
+def callback_level() -> tuple[str, bool]:
+    """The level (and `callbacks=`) a host callback running now is watched at: this
+    thread's or task's; on a thread the program did not start (one of the threads
+    JAX's runtime runs executables on, which no `runtime_checks` can reach), the
+    level of the last jitted call the guard watched at a level other than "allow"
+    (`lend`), whose executable it most likely belongs to."""
+    level = _level.get()
+    lent = _lent
+    if level == "allow" and lent is not None:
+        # `threading._active` without `current_thread()`, which would register a
+        # dummy thread (and take a number from the program's `Thread-N` counter).
+        thread = threading._active.get(_get_ident())  # type: ignore[attr-defined]
+        if thread is None or isinstance(thread, threading._DummyThread):  # type: ignore[attr-defined]
+            return lent[0], lent[1]
+    return level, _callbacks.get()
 
 
 def add_sink(sink: Callable[[Tally], bool]) -> None:
@@ -247,12 +283,19 @@ def watch(
     __tracebackhide__ = True
     call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
+    level = _level.get()
+    if level == "allow" and _lent is not None:
+        lend(level, False)
     if (
-        not (_sinks or _level.get() != "allow")  # nothing listens
+        not (_sinks or level != "allow")  # nothing listens
         or is_tracing is None  # the guard was switched off after `jitted` was made
         or is_tracing()  # checks in traced code are trace-time checks
     ):
         return call(*args, **kwargs)
+    if level != "allow":
+        # Host callbacks in this call that JAX runs on a thread of its own are
+        # watched at this call's level.
+        lend(level, _callbacks.get())
     if _detect.monitoring:
         if _detect._window.get() is not None:  # already watched
             return call(*args, **kwargs)
@@ -377,7 +420,8 @@ def watch_callback(
     computation); `callbacks=True` raises it from the watched call that ran the
     callback on this thread, if any.
     """
-    if not (_sinks or _level.get() != "allow") or _detect._is_tracing is None:
+    level, callbacks_too = callback_level()
+    if not (_sinks or level != "allow") or _detect._is_tracing is None:
         return call(*args, **kwargs)
     window = Window()
     window.callback = True
@@ -402,7 +446,9 @@ def watch_callback(
         finally:
             window.settle()
             if window.checks:
-                _report_callback(primitive, callback, window.checks, outer)
+                _report_callback(
+                    primitive, callback, window.checks, outer, level, callbacks_too
+                )
     previous = sys.getprofile()
     # Inside a watched call, `previous` is its window's profile function, maybe
     # composed with `typecheck-guard profile`'s; the profiler's, we keep.
@@ -430,7 +476,9 @@ def watch_callback(
             sys.setprofile(previous)
             window.settle()
             if window.checks:
-                _report_callback(primitive, callback, window.checks, outer)
+                _report_callback(
+                    primitive, callback, window.checks, outer, level, callbacks_too
+                )
     sys.setprofile(window.event if base is None else _compose(base, window.event))
     try:
         return call(*args, **kwargs)
@@ -438,7 +486,9 @@ def watch_callback(
         sys.setprofile(previous)
         window.settle()
         if window.checks:
-            _report_callback(primitive, callback, window.checks, outer)
+            _report_callback(
+                primitive, callback, window.checks, outer, level, callbacks_too
+            )
 
 
 # `id(fn)` -> (a weak reference to a callback's function, its code, where it is
@@ -473,6 +523,8 @@ def _report_callback(
     callback: Any,
     checks: Sequence[Check],
     outer: Window | None,
+    level: str,
+    callbacks_too: bool,
 ) -> None:
     name, where = _callback_name(primitive, callback)
     tally: Tally = {}
@@ -481,10 +533,9 @@ def _report_callback(
         add(tally, site, check)
     if _sinks:
         _sinks[-1](tally)  # the plugin flags them per --typecheck-guard-callbacks
-    level = _level.get()
     if level == "log":
         _log(tally)
-    elif level == "disallow" and _callbacks.get():
+    elif level == "disallow" and callbacks_too:
         if outer is not None and not outer.callback:
             # A watched call on this thread ran the callback: it raises once the
             # call has returned.
