@@ -924,25 +924,23 @@ def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
     assert "inside a host callback" in record.getMessage()
 
 
-def _on_a_thread_of_its_own(fn):
-    """Run `fn` on a thread that `threading` did not start, as JAX runs a host
-    callback on its runtime's threads; wait for it; return what it raised."""
+def _on_a_thread_of_its_own(ran, fn, *args):
+    """Run `fn(*args)` on a thread that `threading` did not start, with nothing
+    of the program's below it when `fn` is JAX's (as JAX's runtime enters a host
+    callback from its own C++ threads): wait until `ran()`, then until the thread
+    ended (the guard reports a callback after it returned)."""
     import _thread
+    import time
 
-    done = threading.Event()
-    raised: list[BaseException] = []
-
-    def run():
-        try:
-            fn()
-        except BaseException as error:  # noqa: BLE001 - handed back to the test
-            raised.append(error)
-        finally:
-            done.set()
-
-    _thread.start_new_thread(run, ())
-    assert done.wait(60)
-    return raised
+    running = _thread._count()
+    _thread.start_new_thread(fn, args)
+    deadline = time.monotonic() + 60
+    while not ran():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    while _thread._count() > running:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
 
 
 def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
@@ -950,30 +948,34 @@ def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
 ):
     # JAX runs a host callback on one of its runtime's threads when the executable
     # runs there (a large one, on the CPU): no `runtime_checks` reaches that thread,
-    # so it takes the level the program last set or called a jitted function at.
-    # We run the callback's trampoline (eager `jax.debug.callback`, which calls the
-    # same `impl` the compiled program does) on such a thread.
+    # so the callback takes the level the program last set, or last called a
+    # jitted function at, on any of its threads. We start eager
+    # `jax.debug.callback` there (which calls the same `impl` the compiled program
+    # does): the thread's first frame is JAX's, as on the runtime's threads.
     progress = _checked_progress(typecheck)
     names = iter(f"host_v{i}" for i in range(100))
+    ran = []
 
     def host(x):  # a new site per run: each is logged once
         progress(x)
+        ran.append(host.__qualname__)
 
-    def run_on_jaxs_thread():
-        host.__qualname__ = next(names)
-        assert not _on_a_thread_of_its_own(
-            lambda: jax.debug.callback(host, jnp.zeros(()))
-        )
-        jax.effects_barrier()
+    def this_one_ran():
+        return bool(ran) and ran[-1] == host.__qualname__
 
-    def run_on_a_program_thread():
+    def on_jaxs_thread():
         host.__qualname__ = next(names)
-        thread = threading.Thread(
-            target=lambda: jax.debug.callback(host, jnp.zeros(()))
-        )
+        _on_a_thread_of_its_own(this_one_ran, jax.debug.callback, host, jnp.zeros(()))
+
+    def on_a_program_thread(start):
+        host.__qualname__ = next(names)
+        start(lambda: jax.debug.callback(host, jnp.zeros(())))
+        assert this_one_ran()
+
+    def on_a_threading_thread(fn):
+        thread = threading.Thread(target=fn)
         thread.start()
         thread.join()
-        jax.effects_barrier()
 
     caplog.set_level(logging.WARNING, logger="typecheck_guard")
 
@@ -986,21 +988,89 @@ def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
         caplog.clear()
         return [name.rsplit(".", 1)[-1] for name in found]
 
-    run_on_jaxs_thread()
+    step = jax.jit(lambda x: x + 1)  # made once the guard's patches are on
+    on_jaxs_thread()
     assert logged() == []  # nothing set: nothing watched
     with typecheck_guard.runtime_checks("log"):
-        run_on_jaxs_thread()
+        on_jaxs_thread()
         assert logged() == ["host_v1"]
-        run_on_a_program_thread()  # a thread of the program's has its own level
+        # A thread of the program's has its level, "allow" unless it sets one:
+        on_a_program_thread(on_a_threading_thread)
+        on_a_program_thread(  # one that `threading` did not start
+            lambda fn: _on_a_thread_of_its_own(this_one_ran, fn)
+        )
         assert logged() == []
-    run_on_jaxs_thread()  # the level went back to "allow" on the thread that set it
+        on_jaxs_thread()  # the level is still lent
+        assert logged() == ["host_v4"]
+
+        # Another thread sets "allow", or calls a jitted function at "allow":
+        # the last level set wins, whichever thread set it.
+        def at_allow():
+            with typecheck_guard.runtime_checks("allow"):
+                pass
+
+        on_a_threading_thread(at_allow)
+        on_jaxs_thread()
+        on_a_threading_thread(lambda: typecheck_guard.runtime_checks("log"))
+        on_jaxs_thread()
+        on_a_threading_thread(lambda: step(1.0))
+        on_jaxs_thread()
+        assert logged() == ["host_v6"]
+        step(1.0)  # this thread, at "log": lent again
+        on_jaxs_thread()
+        assert logged() == ["host_v8"]
+    on_jaxs_thread()  # the level went back to "allow"
     assert logged() == []
     with typecheck_guard.runtime_checks("disallow", callbacks=True):
-        run_on_jaxs_thread()  # no call to raise from: logged instead
-        assert logged() == ["host_v4"]
+        on_jaxs_thread()  # no call to raise from: logged instead
+        assert logged() == ["host_v10"]
     with typecheck_guard.runtime_checks("disallow"):
-        run_on_jaxs_thread()  # not raised, not logged: as on the program's thread
+        on_jaxs_thread()  # not raised, not logged: as on the program's thread
         assert logged() == []
+
+
+def test_a_jitted_call_in_a_context_of_the_callbacks_own_is_the_callbacks(
+    typecheck, sink
+):
+    # A jitted function called inside a host callback is part of it, also from a
+    # fresh `contextvars.Context`, where the program may set a level of its own:
+    # its output's rebuild is one of the callback's checks, counted once (3.11
+    # counted it as a dispatch check of the inner call instead; 3.12 as both).
+    import contextvars
+    import dataclasses
+
+    @jaxtyped(typechecker=typecheck)
+    @dataclasses.dataclass
+    class S:
+        w: Float[Array, " n"]
+
+    jax.tree_util.register_pytree_node(S, lambda s: ((s.w,), None), lambda _, c: S(*c))
+
+    @jax.jit
+    def inner(s):
+        return S(s.w * 2)
+
+    def host(x):
+        def run():
+            typecheck_guard.runtime_checks("log")
+            return inner(S(jnp.ones(2)))  # a construction, and the rebuild
+
+        contextvars.Context().run(run)
+
+    step = _in_a_loop("jax.debug.callback", host, times=1)
+    inner(S(jnp.ones(2)))
+    x = step(jnp.zeros(()))
+    jax.effects_barrier()
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(3):
+            x = step(x)
+        jax.effects_barrier()
+    counts = {
+        (site.kind, site.checked.rsplit(".", 2)[-2]): entry[0]
+        for site, entry in _totals(sink).items()
+    }
+    assert counts == {("callback", "S"): 6}
 
 
 def test_every_run_of_a_callback_is_seen_on_whatever_thread_jax_runs_it(

@@ -115,9 +115,9 @@ def runtime_checks(
     thread (or asyncio task) from now on; `with runtime_checks("disallow"): ...`
     sets it for the block and puts back the previous level on exit, also when the
     block raises. Threads and tasks are isolated; a host callback that JAX runs
-    on a thread of its own runtime (not a `threading.Thread`), which no
-    `runtime_checks` reaches, takes the level the program last set or last called
-    a jitted function at.
+    on one of its runtime's own threads, which no `runtime_checks` reaches, takes
+    the level the program last set or last called a jitted function at, on any of
+    its threads.
 
     The guard sees jitted callables created after a level other than `"allow"` was
     first set in the process (it wraps `jax.jit` & co from then on, for the rest of

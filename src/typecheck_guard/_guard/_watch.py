@@ -15,6 +15,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any, Final, NamedTuple
 
 from .._unflatten._frames import register_dispatch, register_through
@@ -220,12 +221,10 @@ _callbacks: contextvars.ContextVar[bool] = contextvars.ContextVar(
 _sinks: list[Callable[[Tally], bool]] = []
 _logged: set[Site] = set()
 _lock = threading.Lock()
-# `(level, callbacks, thread id)` of the last jitted call watched at a level other
-# than "allow": the level that host callbacks JAX runs on its own threads take
-# (`callback_level`). The thread that set it clears it when it calls a jitted
-# function at "allow" or its level goes back to "allow" (`_runtime`).
-_lent: tuple[str, bool, int] | None = None
-_get_ident = threading.get_ident
+# `(level, callbacks)` last set (`runtime_checks`) or called a watched jitted
+# function at, on any thread of the program, if not "allow": the level of host
+# callbacks that JAX runs on its runtime's own threads (`callback_level`).
+_lent: tuple[str, bool] | None = None
 
 
 def listening() -> bool:
@@ -234,32 +233,32 @@ def listening() -> bool:
 
 
 def lend(level: str, callbacks: bool) -> None:
-    """This thread's jitted call (or its level) is now at `level`: what host
-    callbacks that JAX runs on its own threads take from now on (`callback_level`)."""
+    """A thread of the program set `level` or called a jitted function at it: what
+    host callbacks that JAX runs on its own threads take from now on
+    (`callback_level`). The last one wins, whichever thread it came from."""
     global _lent
-    lent = _lent
-    if level != "allow":
-        new = (level, callbacks, _get_ident())
-        if lent != new:
-            _lent = new
-    elif lent is not None and lent[2] == _get_ident():
+    if level == "allow":
         _lent = None
+    elif _lent != (level, callbacks):
+        _lent = (level, callbacks)
 
 
-def callback_level() -> tuple[str, bool]:
-    """The level (and `callbacks=`) a host callback running now is watched at: this
-    thread's or task's; on a thread the program did not start (one of the threads
-    JAX's runtime runs executables on, which no `runtime_checks` can reach), the
-    level of the last jitted call the guard watched at a level other than "allow"
-    (`lend`), whose executable it most likely belongs to."""
+def callback_level(frame: FrameType) -> tuple[str, bool]:
+    """The level (and `callbacks=`) a host callback running now, at `frame`, is
+    watched at: this thread's or task's; on one of the threads JAX's runtime runs
+    executables on (the thread's first frame is JAX's own callback entry: it came
+    from the runtime's C++, not from the program), which no `runtime_checks`
+    reaches, the level the program last set or called a jitted function at on any
+    of its threads (`lend`): that of the call whose executable it most likely
+    belongs to."""
     level = _level.get()
     lent = _lent
     if level == "allow" and lent is not None:
-        # `threading._active` without `current_thread()`, which would register a
-        # dummy thread (and take a number from the program's `Thread-N` counter).
-        thread = threading._active.get(_get_ident())  # type: ignore[attr-defined]
-        if thread is None or isinstance(thread, threading._DummyThread):  # type: ignore[attr-defined]
-            return lent[0], lent[1]
+        bottom = frame
+        while bottom.f_back is not None:
+            bottom = bottom.f_back
+        if _detect.in_jax(bottom.f_code.co_filename):
+            return lent
     return level, _callbacks.get()
 
 
@@ -284,12 +283,23 @@ def watch(
     call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
     level = _level.get()
-    if level == "allow" and _lent is not None:
+    if (
+        level == "allow"
+        and _lent is not None
+        # (Inside a host callback the call is the callback's, maybe on one of
+        # JAX's threads, where the program set no level: it changes nothing.)
+        and _entries._local.window is None
+        and _detect._window.get() is None
+    ):
         lend(level, False)
     if (
         not (_sinks or level != "allow")  # nothing listens
         or is_tracing is None  # the guard was switched off after `jitted` was made
         or is_tracing()  # checks in traced code are trace-time checks
+        # Called inside a host callback that runs on this thread, maybe in a
+        # context of the callback's own (`contextvars.Context().run`), where
+        # `_detect._window` is unset: its checks are the callback's (`_entries`).
+        or _entries._local.window is not None
     ):
         return call(*args, **kwargs)
     if level != "allow":
@@ -420,7 +430,7 @@ def watch_callback(
     computation); `callbacks=True` raises it from the watched call that ran the
     callback on this thread, if any.
     """
-    level, callbacks_too = callback_level()
+    level, callbacks_too = callback_level(sys._getframe())
     if not (_sinks or level != "allow") or _detect._is_tracing is None:
         return call(*args, **kwargs)
     window = Window()
