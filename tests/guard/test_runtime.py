@@ -924,109 +924,136 @@ def test_log_logs_callback_sites_as_callbacks(typecheck, caplog):
     assert "inside a host callback" in record.getMessage()
 
 
-def _on_a_thread_of_its_own(ran, fn, *args):
-    """Run `fn(*args)` on a thread that `threading` did not start, with nothing
-    of the program's below it when `fn` is JAX's (as JAX's runtime enters a host
-    callback from its own C++ threads): wait until `ran()`, then until the thread
-    ended (the guard reports a callback after it returned)."""
+def _on_a_thread_of_its_own(fn):
+    """Run `fn()` on a thread that `threading` did not start, until it ends."""
     import _thread
-    import time
 
-    running = _thread._count()
-    _thread.start_new_thread(fn, args)
-    deadline = time.monotonic() + 60
-    while not ran():
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-    while _thread._count() > running:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    done = threading.Event()
+
+    def run():
+        try:
+            fn()
+        finally:
+            done.set()
+
+    _thread.start_new_thread(run, ())
+    assert done.wait(60)
 
 
 def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
     typecheck, caplog
 ):
-    # JAX runs a host callback on one of its runtime's threads when the executable
-    # runs there (a large one, on the CPU): no `runtime_checks` reaches that thread,
-    # so the callback takes the level the program last set, or last called a
-    # jitted function at, on any of its threads. We start eager
-    # `jax.debug.callback` there (which calls the same `impl` the compiled program
-    # does): the thread's first frame is JAX's, as on the runtime's threads.
+    # On the CPU, jax 0.10 runs a large executable on one of its runtime's threads
+    # (most calls of `step` below), and its host callback there: no
+    # `runtime_checks` reaches that thread, so the callback takes the level the
+    # program last set, or last called a jitted function at, on any of its
+    # threads. A callback on the calling thread keeps that thread's level. Each run
+    # is checked by where it ran, so the test holds wherever JAX runs it.
     progress = _checked_progress(typecheck)
-    names = iter(f"host_v{i}" for i in range(100))
-    ran = []
+    names = (f"host_v{i}" for i in range(1000))
+    ran: dict[str, bool] = {}  # name -> on one of JAX's threads
+    inside = {"level": None}
 
-    def host(x):  # a new site per run: each is logged once
+    def host(x):
+        # A new site per run (named as the callback is named when it ends): each
+        # is logged once.
+        host.__qualname__ = next(names)
+        bottom = sys._getframe()
+        while bottom.f_back is not None:
+            bottom = bottom.f_back
+        ran[host.__qualname__] = bottom.f_code.co_name == "_wrapped_callback"
+        if inside["level"] is not None:  # the callback's own setting
+            with typecheck_guard.runtime_checks(inside["level"]):
+                pass
         progress(x)
-        ran.append(host.__qualname__)
 
-    def this_one_ran():
-        return bool(ran) and ran[-1] == host.__qualname__
+    @jax.jit
+    def step(x, m):
+        def body(i, x):
+            x = jnp.tanh(m @ x)
+            jax.debug.callback(host, x[0])
+            return x
 
-    def on_jaxs_thread():
-        host.__qualname__ = next(names)
-        _on_a_thread_of_its_own(this_one_ran, jax.debug.callback, host, jnp.zeros(()))
+        return jax.lax.fori_loop(0, 3, body, jnp.tanh(m @ m) @ x)
 
-    def on_a_program_thread(start):
-        host.__qualname__ = next(names)
-        start(lambda: jax.debug.callback(host, jnp.zeros(())))
-        assert this_one_ran()
+    m, x = jnp.ones((1024, 1024)), jnp.ones(1024)
+    caplog.set_level(logging.WARNING, logger="typecheck_guard")
+
+    def run(calls=2, raises=False):
+        """Call `step` (three runs of the callback a call): ({name: on JAX's
+        thread}, the names logged, the names of the calls' runs that raised)."""
+        ran.clear()
+        caplog.clear()
+        raised = set()
+        for _ in range(calls):
+            before = set(ran)
+            try:
+                jax.block_until_ready(step(x, m))
+            except typecheck_guard.RuntimeTypecheckError as error:
+                raised |= {
+                    site.jitted.split("(")[1].split(")")[0].rsplit(".", 1)[-1]
+                    for site in error.sites
+                }
+                assert set(ran) - before >= raised - before
+            jax.effects_barrier()
+        found = {
+            r.getMessage().split("jax.debug.callback(")[1].split(")")[0]
+            for r in caplog.records
+            if r.name == "typecheck_guard"
+        }
+        logged = {name.rsplit(".", 1)[-1] for name in found}
+        assert raises or not raised
+        return dict(ran), logged, raised
+
+    def on_jaxs(runs):
+        return {name for name, jaxs in runs.items() if jaxs}
+
+    def on_calling(runs):
+        return {name for name, jaxs in runs.items() if not jaxs}
 
     def on_a_threading_thread(fn):
         thread = threading.Thread(target=fn)
         thread.start()
         thread.join()
 
-    caplog.set_level(logging.WARNING, logger="typecheck_guard")
-
-    def logged():
-        found = [
-            r.getMessage().split("jax.debug.callback(")[1].split(")")[0]
-            for r in caplog.records
-            if r.name == "typecheck_guard"
-        ]
-        caplog.clear()
-        return [name.rsplit(".", 1)[-1] for name in found]
-
-    step = jax.jit(lambda x: x + 1)  # made once the guard's patches are on
-    on_jaxs_thread()
-    assert logged() == []  # nothing set: nothing watched
+    runs, logged, _ = run()
+    assert logged == set()  # nothing set: nothing watched
     with typecheck_guard.runtime_checks("log"):
-        on_jaxs_thread()
-        assert logged() == ["host_v1"]
-        # A thread of the program's has its level, "allow" unless it sets one:
-        on_a_program_thread(on_a_threading_thread)
-        on_a_program_thread(  # one that `threading` did not start
-            lambda fn: _on_a_thread_of_its_own(this_one_ran, fn)
-        )
-        assert logged() == []
-        on_jaxs_thread()  # the level is still lent
-        assert logged() == ["host_v4"]
+        runs, logged, _ = run()
+        assert logged == set(runs)  # wherever it ran
+        inside["level"] = "log"  # a callback's own setting lends nothing
+        runs, logged, _ = run()
+        assert logged == set(runs)
+        inside["level"] = None
 
-        # Another thread sets "allow", or calls a jitted function at "allow":
-        # the last level set wins, whichever thread set it.
+        # Another thread sets "allow": the last level set wins.
         def at_allow():
             with typecheck_guard.runtime_checks("allow"):
                 pass
 
         on_a_threading_thread(at_allow)
-        on_jaxs_thread()
-        on_a_threading_thread(lambda: typecheck_guard.runtime_checks("log"))
-        on_jaxs_thread()
-        on_a_threading_thread(lambda: step(1.0))
-        on_jaxs_thread()
-        assert logged() == ["host_v6"]
-        step(1.0)  # this thread, at "log": lent again
-        on_jaxs_thread()
-        assert logged() == ["host_v8"]
-    on_jaxs_thread()  # the level went back to "allow"
-    assert logged() == []
+        runs, logged, _ = run(1)  # a call at "log" lends it again...
+        assert logged == set(runs)
+        on_a_threading_thread(at_allow)
+        # ... and a callback run on a thread of the program's keeps its own
+        # level ("allow"), whether `threading` started it or not.
+        caplog.clear()
+        for start in (on_a_threading_thread, _on_a_thread_of_its_own):
+            start(lambda: jax.debug.callback(host, jnp.zeros(())))
+            jax.effects_barrier()
+        assert not any(r.name == "typecheck_guard" for r in caplog.records)
+    runs, logged, _ = run()  # back to "allow" on the thread that set "log"
+    assert logged == set()
+    on_a_threading_thread(lambda: typecheck_guard.runtime_checks("log"))
+    runs, logged, _ = run()  # this thread's calls at "allow" win
+    assert logged == set()
     with typecheck_guard.runtime_checks("disallow", callbacks=True):
-        on_jaxs_thread()  # no call to raise from: logged instead
-        assert logged() == ["host_v10"]
+        runs, logged, raised = run(raises=True)
+        # On the calling thread the call raises; on JAX's, logged instead.
+        assert raised == on_calling(runs) and logged == on_jaxs(runs)
     with typecheck_guard.runtime_checks("disallow"):
-        on_jaxs_thread()  # not raised, not logged: as on the program's thread
-        assert logged() == []
+        runs, logged, _ = run()  # not raised, not logged, on either
+        assert logged == set()
 
 
 def test_a_jitted_call_in_a_context_of_the_callbacks_own_is_the_callbacks(
@@ -1082,24 +1109,27 @@ def test_every_run_of_a_callback_is_seen_on_whatever_thread_jax_runs_it(
     threads = []
 
     def host(x):
+        host.__qualname__ = f"host_v{len(threads)}"  # a new site per run
         threads.append(threading._active.get(threading.get_ident()))  # type: ignore[attr-defined]
         progress(x)
 
     @jax.jit
     def step(x, m):
-        x = jnp.tanh(m @ m) @ x
-        jax.debug.callback(host, x[0])
-        return x
+        def body(i, x):
+            x = jnp.tanh(m @ x)
+            jax.debug.callback(host, x[0])
+            return x
+
+        return jax.lax.fori_loop(0, 3, body, jnp.tanh(m @ m) @ x)
 
     m, x = jnp.ones((1024, 1024)), jnp.ones(1024)
     caplog.set_level(logging.WARNING, logger="typecheck_guard")
     with typecheck_guard.runtime_checks("log"):
-        for i in range(6):
-            host.__qualname__ = f"host_v{i}"  # a new site per run: logged once each
+        for _ in range(4):
             jax.block_until_ready(step(x, m))
             jax.effects_barrier()
     logged = [r for r in caplog.records if r.name == "typecheck_guard"]
-    assert len(threads) == len(logged) == 6
+    assert len(threads) == len(logged) == 12  # each site logged once
 
 
 class _Meter:

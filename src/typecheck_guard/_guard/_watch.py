@@ -227,6 +227,17 @@ _lock = threading.Lock()
 _lent: tuple[str, bool] | None = None
 
 
+class _Callbacks(threading.local):
+    # How many host callbacks the guard watches on this thread right now: what a
+    # callback's own code sets, or calls a jitted function at, is the callback's
+    # (on JAX's threads, a fresh context's "allow" each run), not the program's
+    # level to lend. A class-level default, read without an `AttributeError`.
+    depth = 0
+
+
+_in_callback = _Callbacks()
+
+
 def listening() -> bool:
     """Whether a jitted call made now should be watched. O(1)."""
     return bool(_sinks) or _level.get() != "allow"
@@ -237,6 +248,8 @@ def lend(level: str, callbacks: bool) -> None:
     host callbacks that JAX runs on its own threads take from now on
     (`callback_level`). The last one wins, whichever thread it came from."""
     global _lent
+    if _in_callback.depth:
+        return
     if level == "allow":
         _lent = None
     elif _lent != (level, callbacks):
@@ -246,8 +259,8 @@ def lend(level: str, callbacks: bool) -> None:
 def callback_level(frame: FrameType) -> tuple[str, bool]:
     """The level (and `callbacks=`) a host callback running now, at `frame`, is
     watched at: this thread's or task's; on one of the threads JAX's runtime runs
-    executables on (the thread's first frame is JAX's own callback entry: it came
-    from the runtime's C++, not from the program), which no `runtime_checks`
+    executables on (the thread's first frame is JAX's own entry for callbacks,
+    `_wrapped_callback`: it came from the runtime's C++), which no `runtime_checks`
     reaches, the level the program last set or called a jitted function at on any
     of its threads (`lend`): that of the call whose executable it most likely
     belongs to."""
@@ -257,7 +270,8 @@ def callback_level(frame: FrameType) -> tuple[str, bool]:
         bottom = frame
         while bottom.f_back is not None:
             bottom = bottom.f_back
-        if _detect.in_jax(bottom.f_code.co_filename):
+        code = bottom.f_code
+        if code.co_name == "_wrapped_callback" and _detect.in_jax(code.co_filename):
             return lent
     return level, _callbacks.get()
 
@@ -283,14 +297,7 @@ def watch(
     call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
     level = _level.get()
-    if (
-        level == "allow"
-        and _lent is not None
-        # (Inside a host callback the call is the callback's, maybe on one of
-        # JAX's threads, where the program set no level: it changes nothing.)
-        and _entries._local.window is None
-        and _detect._window.get() is None
-    ):
+    if level == "allow" and _lent is not None:
         lend(level, False)
     if (
         not (_sinks or level != "allow")  # nothing listens
@@ -433,72 +440,81 @@ def watch_callback(
     level, callbacks_too = callback_level(sys._getframe())
     if not (_sinks or level != "allow") or _detect._is_tracing is None:
         return call(*args, **kwargs)
-    window = Window()
-    window.callback = True
-    if _detect.monitoring:
-        outer = _detect._window.get()
-        # jaxtyping's checks tell us themselves (`_entries`), at a smaller cost to
-        # the callback's own time than following their checker code; what they
-        # wrote down is followed once the window's events are off.
-        recording = _entries.active()
-        _detect.listen()
-        try:
-            previous = _entries.enter(window) if recording else None
+    depth = _in_callback
+    depth.depth += 1
+    try:
+        window = Window()
+        window.callback = True
+        if _detect.monitoring:
+            outer = _detect._window.get()
+            # jaxtyping's checks tell us themselves (`_entries`), at a smaller cost
+            # to the callback's own time than following their checker code; what
+            # they wrote down is followed once the window's events are off.
+            recording = _entries.active()
+            _detect.listen()
             try:
-                token = _detect._window.set(window)
+                previous = _entries.enter(window) if recording else None
+                try:
+                    token = _detect._window.set(window)
+                    try:
+                        return call(*args, **kwargs)
+                    finally:
+                        _detect._window.reset(token)
+                finally:
+                    if recording:
+                        _entries.leave(window, previous)
+            finally:
+                window.settle()
+                if window.checks:
+                    _report_callback(
+                        primitive, callback, window.checks, outer, level, callbacks_too
+                    )
+        previous = sys.getprofile()
+        # Inside a watched call, `previous` is its window's profile function,
+        # maybe composed with `typecheck-guard profile`'s; the profiler's, we keep.
+        base, watching = getattr(
+            previous, "__typecheck_guard_parts__", (None, previous)
+        )
+        if getattr(watching, "__typecheck_guard_composes__", False):
+            base, watching = watching, None
+        outer = getattr(watching, "__self__", None)
+        if watching is not None and not isinstance(outer, Window):
+            return call(*args, **kwargs)  # another profiler runs: we step aside
+        if outer is None:
+            outer = _tracing.paused()  # a watched call that runs its executable
+        if _entries.active():
+            # The callback's own Python runs with no profile function of ours (a
+            # program may time it: `_entries`); jaxtyping's checks tell us
+            # themselves.
+            sys.setprofile(base)
+            # A jitted call inside is the callback's.
+            token = _detect._window.set(window)
+            try:
+                before = _entries.enter(window)
                 try:
                     return call(*args, **kwargs)
                 finally:
-                    _detect._window.reset(token)
+                    _entries.leave(window, before)
             finally:
-                if recording:
-                    _entries.leave(window, previous)
-        finally:
-            window.settle()
-            if window.checks:
-                _report_callback(
-                    primitive, callback, window.checks, outer, level, callbacks_too
-                )
-    previous = sys.getprofile()
-    # Inside a watched call, `previous` is its window's profile function, maybe
-    # composed with `typecheck-guard profile`'s; the profiler's, we keep.
-    base, watching = getattr(previous, "__typecheck_guard_parts__", (None, previous))
-    if getattr(watching, "__typecheck_guard_composes__", False):
-        base, watching = watching, None
-    outer = getattr(watching, "__self__", None)
-    if watching is not None and not isinstance(outer, Window):
-        return call(*args, **kwargs)  # another profiler runs: we step aside
-    if outer is None:
-        outer = _tracing.paused()  # a watched call that runs its executable
-    if _entries.active():
-        # The callback's own Python runs with no profile function of ours (a
-        # program may time it: `_entries`); jaxtyping's checks tell us themselves.
-        sys.setprofile(base)
-        token = _detect._window.set(window)  # a jitted call inside is the callback's
+                _detect._window.reset(token)
+                sys.setprofile(previous)
+                window.settle()
+                if window.checks:
+                    _report_callback(
+                        primitive, callback, window.checks, outer, level, callbacks_too
+                    )
+        sys.setprofile(window.event if base is None else _compose(base, window.event))
         try:
-            before = _entries.enter(window)
-            try:
-                return call(*args, **kwargs)
-            finally:
-                _entries.leave(window, before)
+            return call(*args, **kwargs)
         finally:
-            _detect._window.reset(token)
             sys.setprofile(previous)
             window.settle()
             if window.checks:
                 _report_callback(
                     primitive, callback, window.checks, outer, level, callbacks_too
                 )
-    sys.setprofile(window.event if base is None else _compose(base, window.event))
-    try:
-        return call(*args, **kwargs)
     finally:
-        sys.setprofile(previous)
-        window.settle()
-        if window.checks:
-            _report_callback(
-                primitive, callback, window.checks, outer, level, callbacks_too
-            )
+        depth.depth -= 1
 
 
 # `id(fn)` -> (a weak reference to a callback's function, its code, where it is
