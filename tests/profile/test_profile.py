@@ -1182,6 +1182,38 @@ def test_a_failed_check_that_stops_the_program_says_so():
     assert "swallowed" not in text and "compiles" not in text
 
 
+@pytest.mark.allow_runtime_typechecks
+@pytest.mark.parametrize("guard", [False, True], ids=["alone", "with the guard"])
+def test_a_rebuild_while_jax_traces_through_a_python_unflatten_is_compile(guard):
+    # A class registered with a Python unflatten function that calls it: JAX
+    # rebuilds it while it traces (its tracers, once per compilation), and so does
+    # the program's own `jax.tree.map` in the traced function (once, its tree
+    # operation). The constructor's caller is the program's unflatten function,
+    # not JAX's tree code: what called that decides. JAX's own rebuild had been
+    # `tree`, as if the program's, or `dispatch` (a jitted call's line).
+    class S:
+        @jaxtyped(typechecker=beartype)
+        def __init__(self, w: Float[Array, " n"]):
+            self.w = w
+
+    jax.tree_util.register_pytree_node(S, lambda s: ((s.w,), None), lambda _, c: S(*c))
+    s = S(jnp.ones(2))
+    if guard:
+        typecheck_guard.runtime_checks("log")
+        typecheck_guard.runtime_checks("allow")
+    with typecheck_guard.profile() as prof:
+
+        @jax.jit
+        def mapped(s):
+            return jax.tree.map(lambda x: x + 1, s)
+
+        mapped(s)
+        mapped(s)
+    counts = {site.when: site.count for site in prof.sites}
+    assert set(counts) == {"compile", "tree", "dispatch"}, counts
+    assert (counts["tree"], counts["dispatch"]) == (1, 2), counts
+
+
 def test_what_the_profile_puts_in_a_checked_closure_is_the_function():
     # On Python 3.11 the profile times a jaxtyped function's body through what
     # jaxtyping's closure calls, and binds its arguments through an equal signature

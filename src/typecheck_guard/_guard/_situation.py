@@ -490,8 +490,11 @@ def callback_label(primitive: str, fn: Any) -> str:
 
 def _tree_operation_of(caller: FrameType | None, dirs: _Dirs) -> bool:
     """Whether the JAX tree code at `caller` was called by code outside JAX (yours, a
-    library's): a tree operation, not JAX's tracing machinery rebuilding a tree."""
-    f = caller
+    library's): a tree operation, not JAX's tracing machinery rebuilding a tree.
+    Where `caller` is a registered Python unflatten function (or a helper of one),
+    the program's own code that JAX's tree code called, what called that."""
+    unflatten = registered_unflatten_frame(caller)
+    f = unflatten.f_back if unflatten is not None else caller
     while f is not None and (
         _frames.kind(f.f_code) == _frames.TREE
         or f.f_code.co_filename.endswith(_TREE_API)
