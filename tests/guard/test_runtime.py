@@ -940,6 +940,23 @@ def _on_a_thread_of_its_own(fn):
     assert done.wait(60)
 
 
+def _large_step(host):
+    """A jitted step large enough that jax 0.10 runs most of its calls on one of its
+    runtime's threads on the CPU, and `host`, its callback, three times a call
+    there; with its arguments."""
+
+    @jax.jit
+    def step(x, m):
+        def body(i, x):
+            x = jnp.tanh(m @ x)
+            jax.debug.callback(host, x[0])
+            return x
+
+        return jax.lax.fori_loop(0, 3, body, jnp.tanh(m @ m) @ x)
+
+    return step, jnp.ones(1024), jnp.ones((1024, 1024))
+
+
 def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
     typecheck, caplog
 ):
@@ -967,16 +984,7 @@ def test_a_callback_on_a_thread_of_jaxs_takes_the_level_the_program_set(
                 pass
         progress(x)
 
-    @jax.jit
-    def step(x, m):
-        def body(i, x):
-            x = jnp.tanh(m @ x)
-            jax.debug.callback(host, x[0])
-            return x
-
-        return jax.lax.fori_loop(0, 3, body, jnp.tanh(m @ m) @ x)
-
-    m, x = jnp.ones((1024, 1024)), jnp.ones(1024)
+    step, x, m = _large_step(host)
     caplog.set_level(logging.WARNING, logger="typecheck_guard")
 
     def run(calls=2, raises=False):
@@ -1113,16 +1121,7 @@ def test_every_run_of_a_callback_is_seen_on_whatever_thread_jax_runs_it(
         threads.append(threading._active.get(threading.get_ident()))  # type: ignore[attr-defined]
         progress(x)
 
-    @jax.jit
-    def step(x, m):
-        def body(i, x):
-            x = jnp.tanh(m @ x)
-            jax.debug.callback(host, x[0])
-            return x
-
-        return jax.lax.fori_loop(0, 3, body, jnp.tanh(m @ m) @ x)
-
-    m, x = jnp.ones((1024, 1024)), jnp.ones(1024)
+    step, x, m = _large_step(host)
     caplog.set_level(logging.WARNING, logger="typecheck_guard")
     with typecheck_guard.runtime_checks("log"):
         for _ in range(4):

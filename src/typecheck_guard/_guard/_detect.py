@@ -372,7 +372,6 @@ _OURS: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PYTREE_CACHE_FILE: Final = os.path.join(_OURS, "_cache", "_pytree.py")
 _JAXTYPING_COMPAT_FILE: Final = os.path.join(_OURS, "_compat", "_jaxtyping.py")
 _checker_dirs: tuple[str, ...] = ()
-_jax_dirs: tuple[str, ...] = ()
 
 
 def _package_dirs() -> tuple[str, ...]:
@@ -424,7 +423,7 @@ def prepare() -> None:
     """Start afresh: no library's checker code known yet (`PREPARE` reads each, as
     it is imported). Called when the guard is switched on; imports nothing."""
     global _is_tracing, _library_dirs, _guard_code, _typeguard_suppression
-    global _checker_dirs, _jax_dirs
+    global _checker_dirs
     global _pytree_meta
     from .._unflatten import _guards
 
@@ -433,7 +432,6 @@ def prepare() -> None:
     _is_tracing = None
     _library_dirs = _package_dirs()
     _checker_dirs = package_dirs(CHECKERS)
-    _jax_dirs = package_dirs(("jax",))
     _known.clear()
     _known_codes.clear()
     _instancecheck_owners.clear()
@@ -1073,11 +1071,6 @@ def stop_monitoring() -> None:
 
 def is_library(filename: str) -> bool:
     return filename.startswith(_library_dirs)
-
-
-def in_jax(filename: str) -> bool:
-    """Whether `filename` is JAX's own code (its package directories)."""
-    return filename.startswith(_jax_dirs)
 
 
 def relative(filename: str) -> str:

@@ -271,7 +271,9 @@ def callback_level(frame: FrameType) -> tuple[str, bool]:
         while bottom.f_back is not None:
             bottom = bottom.f_back
         code = bottom.f_code
-        if code.co_name == "_wrapped_callback" and _detect.in_jax(code.co_filename):
+        if code.co_name == "_wrapped_callback" and code.co_filename.startswith(
+            _situation._dirs().jax
+        ):
             return lent
     return level, _callbacks.get()
 
@@ -297,8 +299,10 @@ def watch(
     call = jitted._typecheck_guard_jitted
     is_tracing = _detect._is_tracing
     level = _level.get()
-    if level == "allow" and _lent is not None:
-        lend(level, False)
+    if level != "allow" or _lent is not None:
+        # Host callbacks in this call that JAX runs on a thread of its own are
+        # watched at this call's level (`callback_level`).
+        lend(level, _callbacks.get())
     if (
         not (_sinks or level != "allow")  # nothing listens
         or is_tracing is None  # the guard was switched off after `jitted` was made
@@ -309,10 +313,6 @@ def watch(
         or _entries._local.window is not None
     ):
         return call(*args, **kwargs)
-    if level != "allow":
-        # Host callbacks in this call that JAX runs on a thread of its own are
-        # watched at this call's level.
-        lend(level, _callbacks.get())
     if _detect.monitoring:
         if _detect._window.get() is not None:  # already watched
             return call(*args, **kwargs)
