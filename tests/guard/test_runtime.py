@@ -602,7 +602,9 @@ def test_a_watched_jitted_callable_is_the_callable_it_wraps(factory):
     import cloudpickle
 
     ours, plain = factory(_double), _original(factory)(_double)
-    assert type(ours) is _jitwrap.Jitted  # the one thing that tells them apart
+    # The one thing that tells them apart (`equinox.filter_jit`'s, a pytree as
+    # Equinox's wrapper is, is of a subclass).
+    assert type(ours) in (_jitwrap.Jitted, _jitwrap._JittedModule)
     inner = ours._typecheck_guard_jitted
     assert type(inner) is type(plain)
     names = ("__name__", "__qualname__", "__module__", "__doc__", "__wrapped__")
@@ -661,8 +663,19 @@ def test_a_watched_jitted_callable_is_the_callable_it_wraps(factory):
 
     for how in (copy.copy, copy.deepcopy):
         copied = how(ours)
-        assert type(copied) is _jitwrap.Jitted
+        assert type(copied) is type(ours)
         assert outcome(copied) == outcome(how(plain))
+
+    # A pytree as the callable is one (Equinox's wrapper is a module; JAX's and
+    # Flax's callables are leaves): the same keys, and the same leaves but for a
+    # callable leaf, which is ours.
+    def leaves(tree):
+        return [
+            (jax.tree_util.keystr(path), leaf if not callable(leaf) else "callable")
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        ]
+
+    assert leaves(ours) == leaves(plain)
 
 
 def test_switching_on_imports_nothing():
@@ -763,7 +776,7 @@ def test_libraries_imported_later_are_patched_on_import():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "Jitted"
+    assert out.stdout.strip() == "_JittedModule"  # a `Jitted` that is a pytree
 
 
 def test_public_names():
@@ -1791,3 +1804,59 @@ def test_checks_once_per_compilation_are_not_flagged(typecheck, sink):
     totals = _totals(sink)  # a site per call line: two
     assert {site.kind for site in totals} == {"constructor"}
     assert sum(entry[0] for entry in totals.values()) == 2
+
+
+def test_a_watched_equinox_filter_jit_is_the_pytree_equinoxs_is():
+    # `equinox.filter_jit`'s wrapper is an `equinox.Module`, whose leaves are the
+    # arrays of what it jits: a watched one flattens to the same leaves, under the
+    # same keys, and rebuilds (watched) around the leaves it is given. (It was a
+    # leaf: `equinox.filter_grad` of a module holding one gave no gradient for its
+    # arrays, and `equinox.partition` no parameters.)
+    linear = eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(0))
+    jitted = eqx.filter_jit(linear)
+    assert type(jitted) is _jitwrap._JittedModule
+    inner = jitted._typecheck_guard_jitted
+
+    def paths(tree):
+        return [
+            (jax.tree_util.keystr(path), leaf)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        ]
+
+    ours, theirs = paths(jitted), paths(inner)
+    assert [p for p, _ in ours] == [p for p, _ in theirs]
+    assert all(a is b for (_, a), (_, b) in zip(ours, theirs, strict=True))
+    assert len(ours) == 3  # its name, the weight and the bias
+
+    class Net(eqx.Module):
+        lin: Any
+
+    net = Net(jitted)
+    x = jnp.ones(2)
+    grads = eqx.filter_grad(lambda n, x: n.lin(x).sum())(net, x)
+    assert [leaf.shape for leaf in jax.tree.leaves(grads)] == [(2, 2), (2,)]
+    params, _ = eqx.partition(net, eqx.is_array)
+    assert len(jax.tree.leaves(params)) == 2
+    zeroed = jax.tree.map(lambda a: a * 0 if eqx.is_array(a) else a, net)
+    assert type(zeroed.lin) is _jitwrap._JittedModule
+    assert (zeroed.lin(x) == 0).all()
+    assert jax.tree.leaves(jax.tree.map(lambda a: a, net)) == jax.tree.leaves(net)
+
+    # A method bound through Equinox's own `__get__`: one `equinox.Partial`, whose
+    # function is the watched wrapper, flattening as Equinox's does.
+    class M(eqx.Module):
+        w: Any
+
+        @eqx.filter_jit
+        def f(self, x):
+            return x * self.w
+
+    m = M(jnp.ones(2))
+    bound = m.f
+    assert type(bound).__name__ == "Partial"
+    assert type(bound.func) is _jitwrap._JittedModule
+    assert bound.args == (m,)
+    assert (bound(x) == x).all()
+    assert [p for p, _ in paths(bound)] == [
+        p for p, _ in paths(type(bound)(bound.func._typecheck_guard_jitted, m))
+    ]

@@ -2267,3 +2267,193 @@ def test_profile_command_labels_an_ahead_of_time_compiled_call(tmp_path: Path):
     assert rows.pop(("construction", None)) == 1  # `Loose(jnp.ones(3))`
     # Lowering: JAX traces `loose`, and rebuilds it in its own tree code.
     assert set(rows) <= {("trace", None), ("compile", None), ("tree", None)}
+
+
+# A program under jaxtyping's import hook, which checks every function of Equinox
+# (and of a module of the program's own, `counted`, whose calls it counts): the
+# profiler's own reads of a jitted callable (the function `equinox.filter_jit`
+# wraps, which Equinox's `__wrapped__` puts back together through its checked
+# functions) ran checks inside its bookkeeping. On Python 3.11 one of them, an
+# `isinstance(x, PyTree[...])` of a checked return value, opened a check that never
+# closed: every later check in the process went unreported (Equinox's own suite: 2,813
+# of 42,966 checks). The count of `counted.mark` in the report is the program's.
+IMPORT_HOOK_PROGRAM = """
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from jaxtyping import install_import_hook
+
+with install_import_hook(["equinox", "counted"], "beartype.beartype"):
+    import counted
+    import equinox as eqx
+import jax.numpy as jnp
+
+
+def run():
+    def double(x):
+        return x * 2
+
+    step = eqx.filter_jit(double)
+    for _ in range(3):
+        counted.mark(1)
+    step(jnp.zeros(2))
+    step(jnp.zeros(2))
+    for _ in range(5):
+        counted.mark(2)
+    nested = eqx.filter_jit(eqx.filter_jit(double))
+    nested(jnp.zeros(2))
+    counted.mark(3)
+
+
+if sys.argv[1:] == ["api"]:
+    import typecheck_guard
+
+    with typecheck_guard.profile() as prof:
+        run()
+    sites = prof.to_dict()["sites"]
+else:
+    run()
+    sites = None
+print(json.dumps({"marks": counted.CALLS, "sites": sites}))
+"""
+
+COUNTED = """
+CALLS = 0
+
+
+def mark(x: int) -> int:
+    global CALLS
+    CALLS += 1
+    return x
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "api"])
+def test_profile_under_jaxtypings_import_hook_reports_every_check(
+    tmp_path: Path, how: str
+):
+    (tmp_path / "counted.py").write_text(COUNTED)
+    if how == "command":
+        proc, report = _profile(tmp_path, IMPORT_HOOK_PROGRAM)
+        sites = report["sites"]
+    else:
+        (tmp_path / "prog.py").write_text(IMPORT_HOOK_PROGRAM)
+        env = dict(os.environ)
+        src = str(Path(typecheck_guard.__file__).parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+        proc = subprocess.run(
+            [sys.executable, "prog.py", "api"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        sites = json.loads(proc.stdout.strip().splitlines()[-1])["sites"]
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["marks"] == 9
+    marks = {
+        (s["when"], s["kind"]): s["count"]
+        for s in sites
+        if s["checked"] == "counted.mark"
+    }
+    assert marks == {("eager", "function"): out["marks"]}
+    # Equinox's own checks while JAX traces the jitted functions, and at dispatch.
+    whens = {s["when"] for s in sites if s["checked"].startswith("equinox.")}
+    assert {"eager", "trace"} <= whens
+
+
+def test_jaxtypings_memo_functions_a_program_took_while_profiled_still_work_after():
+    # A program that wraps `push_shape_memo` / `pop_shape_memo` while the profile
+    # runs holds our hooks in its wrapper; they forward to jaxtyping's own after the
+    # profile stopped (they had called `None`: `TypeError` at the next check).
+    from jaxtyping import _decorator
+
+    @jaxtyped(typechecker=beartype)
+    def f(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    before = (_decorator.push_shape_memo, _decorator.pop_shape_memo)
+    calls = []
+    try:
+        with typecheck_guard.profile():
+            push, pop = _decorator.push_shape_memo, _decorator.pop_shape_memo
+
+            def counting_push(arguments):
+                calls.append("push")
+                return push(arguments)
+
+            def counting_pop():
+                calls.append("pop")
+                return pop()
+
+            _decorator.push_shape_memo = counting_push
+            _decorator.pop_shape_memo = counting_pop
+            f(jnp.ones(3))
+        f(jnp.ones(3))
+        with pytest.raises(Exception, match="f"):
+            f(jnp.ones((2, 2)))
+        # Our hooks put back as jaxtyping's own: a new profile calls past them
+        # (they had been its "originals", which call it: `RecursionError`).
+        _decorator.push_shape_memo, _decorator.pop_shape_memo = push, pop
+        f(jnp.ones(3))
+        with typecheck_guard.profile() as again:
+            f(jnp.ones(3))
+        f(jnp.ones(3))
+        # The program's wrappers around our hooks left in place: the next profile's
+        # hooks call them, and they call our old ones, which call jaxtyping's own
+        # (they had called the new ones' "originals", the program's wrappers again:
+        # `RecursionError`).
+        _decorator.push_shape_memo = counting_push
+        _decorator.pop_shape_memo = counting_pop
+        with typecheck_guard.profile() as third:
+            f(jnp.ones(3))
+        f(jnp.ones(3))
+    finally:
+        _decorator.push_shape_memo, _decorator.pop_shape_memo = before
+    assert calls == ["push", "pop"] * 5
+    for prof in (again, third):
+        assert [(s["site"], s["count"]) for s in prof.to_dict()["sites"]] == [
+            (f"{__name__}.{f.__qualname__}", 1)
+        ]
+
+
+def test_a_push_shape_memo_of_the_programs_that_raises_ends_no_check():
+    # The program's wrapper of jaxtyping's `push_shape_memo`, which the profile's
+    # hook calls, raises once: jaxtyping never reaches `pop_shape_memo`. On Python
+    # 3.11 the check opened at the binding stayed open, and every later check of
+    # the thread was filed as part of it (none reported).
+    from jaxtyping import _decorator
+
+    @jaxtyped(typechecker=beartype)
+    def f(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return x
+
+    push = _decorator.push_shape_memo
+    raised = []
+
+    def raising_push(arguments):
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("the program's own")
+        return push(arguments)
+
+    _decorator.push_shape_memo = raising_push
+    try:
+        with typecheck_guard.profile() as prof:
+            with pytest.raises(RuntimeError, match="the program's own"):
+                f(jnp.ones(3))
+            for _ in range(5):
+                f(jnp.ones(3))
+            with pytest.raises(Exception, match="f"):
+                f(jnp.ones((2, 2)))
+    finally:
+        _decorator.push_shape_memo = push
+    assert [(s.when, s.count, s.failed) for s in prof.sites] == [("eager", 6, 1)]

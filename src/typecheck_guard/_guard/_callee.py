@@ -448,7 +448,10 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
         if module == "jax._src.stages" and cls.__name__ == "Compiled":
             # `jax.jit(f).lower(...).compile()`: it keeps no trace of `f`.
             return "jax.stages.Compiled", None
-        if module == "typecheck_guard._guard._jitwrap" and cls.__name__ == "Jitted":
+        if module == "typecheck_guard._guard._jitwrap" and cls.__name__ in (
+            "Jitted",
+            "_JittedModule",
+        ):
             return obj._typecheck_guard_transform, obj._typecheck_guard_fun
         if module.startswith("jaxlib") and hasattr(cls, "lower"):
             # (JAX's, Equinox's and Flax's own attributes, read as they are.)
@@ -459,9 +462,10 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
                 obj, "__wrapped__", obj
             )
         if module == "equinox._jit" and cls.__name__ == "_JitWrapper":
-            # Equinox's own property: the function, put back together from its
-            # dynamic and static parts.
-            return "equinox.filter_jit", obj.__wrapped__
+            # What Equinox's own `__wrapped__` property gives: the function, put
+            # back together from its dynamic and static parts (without running
+            # Equinox's code, which jaxtyping's import hook may check).
+            return "equinox.filter_jit", _detect.filter_jit_function(obj)
         if module.startswith("flax.nnx") and cls.__name__ == "JitWrapped":
             return "flax.nnx.jit", obj.__wrapped__
         if _is(obj, types.FunctionType):

@@ -1116,6 +1116,57 @@ def defined_at(fn: Any) -> str:
     return f"{relative(code.co_filename)}:{code.co_firstlineno}"
 
 
+def filter_jit_function(wrapper: Any) -> Any:
+    """The function an `equinox.filter_jit` wrapper (`equinox._jit._JitWrapper`)
+    jits, as its `__wrapped__` property puts it back together (Equinox's
+    `hashable_combine`: its static and dynamic leaves, unflattened), without running
+    any of Equinox's own code: under jaxtyping's import hook every function of
+    Equinox is checked, attribute reads of a module included, and those checks are
+    not the program's. (Reading them while the profiler opened a check made them
+    checks inside its own bookkeeping.) `None` where `wrapper` is not one, or not
+    as we know it."""
+    cls = type(wrapper)
+    # (`getattr`: some of jaxlib's types have no `__module__`.)
+    if (
+        getattr(cls, "__module__", None) != "equinox._jit"
+        or cls.__name__ != "_JitWrapper"
+    ):
+        return None
+    try:
+        fields = object.__getattribute__(wrapper, "__dict__")
+        static_leaves, treedef = fields["_static_fun"]
+        dynamic_leaves = fields["_dynamic_fun"]
+        leaves = [
+            d if s is None else s
+            for d, s in zip(dynamic_leaves, static_leaves)  # noqa: B905 (as Equinox)
+        ]
+        return treedef.unflatten(leaves)
+    except Exception:  # a name is no place to fail
+        return None
+
+
+def _wrapped(obj: Any) -> Any:
+    """`obj.__wrapped__`, or `None`; for an `equinox.filter_jit` wrapper, bare or
+    in the profiler's `Jitted`, what its property gives, read without running it
+    (`filter_jit_function`)."""
+    cls = type(obj)
+    if getattr(
+        cls, "__module__", None
+    ) == "typecheck_guard._guard._jitwrap" and cls.__name__ in (
+        "Jitted",
+        "_JittedModule",
+    ):
+        try:
+            user = filter_jit_function(
+                object.__getattribute__(obj, "_typecheck_guard_jitted")
+            )
+        except AttributeError:
+            user = None
+    else:
+        user = filter_jit_function(obj)
+    return user if user is not None else getattr(obj, "__wrapped__", None)
+
+
 def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -> str:
     """`jax.jit(module.step)`: the factory and the user's function. `caller` is the
     frame that called the jitted callable, if known."""
@@ -1123,9 +1174,10 @@ def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -
         fun = fun.__func__
     inner = fun
     for _ in range(16):  # under checker layers (jaxtyping's import hook adds them)
-        inner = getattr(inner, "__wrapped__", None) or inner
-        if not hasattr(inner, "__wrapped__"):
+        below = _wrapped(inner)
+        if not below:
             break
+        inner = below
     code = getattr(inner, "__code__", None)
     if (
         code is not None
@@ -1138,7 +1190,7 @@ def describe_jitted(transform: str, fun: Any, caller: FrameType | None = None) -
         # from Equinox 0.12 on, `self` before).
         local = caller.f_locals if caller is not None else {}
         wrapper = local.get("jit_wrapper", local.get("self"))
-        user = getattr(wrapper, "__wrapped__", None) if wrapper is not None else None
+        user = filter_jit_function(wrapper) if wrapper is not None else None
         name = qualified(user) if user is not None else fun.__qualname__
         return f"equinox.filter_jit({name})"
     return f"{transform}({qualified(fun)})"

@@ -84,6 +84,9 @@ _exception: Any = getattr(sys, "exception", lambda: sys.exc_info()[1])
 
 _original_push: Any = None
 _original_pop: Any = None
+# Our hooks in place while patched (`_make_push`, `_make_pop`).
+_push: Any = None
+_pop: Any = None
 _wrapper_code: Any = None
 
 
@@ -440,73 +443,91 @@ def _hook(local: dict[str, Any]) -> Any:
     return fn
 
 
-def _push(arguments: Any) -> Any:
-    window = _local.window
-    if window is not None and window.events is not None:
-        # `wrapped_fn` calls us, or the profiler's hook that chains to us.
-        frame = _getframe(1)
-        if frame.f_code is not _wrapper_code:
-            frame = frame.f_back
-        stack = window._stack
-        if (
-            frame.f_code is _wrapper_code
-            # (A jitted call inside the callback sets no window of its own
-            # (`_watch.watch`): the checks inside it are the callback's, ours.)
-            and not _detect._is_tracing()  # then never flagged, as `Window.open`
-            # (3.12+) Inside a check `sys.monitoring` follows, not in its body:
-            # part of it.
-            and not (stack and stack[-1].in_body is None)
-        ):
-            try:
-                bound = window.bound
-                if bound is not None and bound[0].arguments is arguments:
-                    # `_Bound.bind` bound these very arguments for this call: its
-                    # closure's checked function is this check's, which started
-                    # with the binding.
-                    window.bound = None
-                    local, body, start, signature = None, bound[1], bound[2], bound[3]
-                else:  # the first check of this function we see
-                    local = frame.f_locals
-                    body = _hook(local)
-                    start = _detect._clock()
-                    signature = None
-                entered = window.entered
-                if entered is not None:
-                    entered.append(frame)
-                window.events.append(
-                    (_STARTED, frame, local, body, _exception(), start, signature)
-                )
-            except Exception:  # never let the watching break the user's program
-                pass
-    return _original_push(arguments)
+def _make_push(forward: Any) -> Any:
+    """Our `push_shape_memo`, calling `forward`, the function it replaces, for good:
+    a program that took it while the guard was on (its own wrapper around it) and
+    calls it after, or after another patch made its own, reaches what it would
+    without us, and never a later hook of ours that calls it back."""
+
+    def _push(arguments: Any) -> Any:
+        window = _local.window
+        if window is not None and window.events is not None:
+            # `wrapped_fn` calls us, or the profiler's hook that chains to us.
+            frame = _getframe(1)
+            if frame.f_code is not _wrapper_code:
+                frame = frame.f_back
+            stack = window._stack
+            if (
+                frame.f_code is _wrapper_code
+                # (A jitted call inside the callback sets no window of its own
+                # (`_watch.watch`): the checks inside it are the callback's, ours.)
+                and not _detect._is_tracing()  # then never flagged, as `Window.open`
+                # (3.12+) Inside a check `sys.monitoring` follows, not in its body:
+                # part of it.
+                and not (stack and stack[-1].in_body is None)
+            ):
+                try:
+                    bound = window.bound
+                    if bound is not None and bound[0].arguments is arguments:
+                        # `_Bound.bind` bound these very arguments for this call: its
+                        # closure's checked function is this check's, which started
+                        # with the binding.
+                        window.bound = None
+                        local, body, start, signature = (
+                            None,
+                            bound[1],
+                            bound[2],
+                            bound[3],
+                        )
+                    else:  # the first check of this function we see
+                        local = frame.f_locals
+                        body = _hook(local)
+                        start = _detect._clock()
+                        signature = None
+                    entered = window.entered
+                    if entered is not None:
+                        entered.append(frame)
+                    window.events.append(
+                        (_STARTED, frame, local, body, _exception(), start, signature)
+                    )
+                except Exception:  # never let the watching break the user's program
+                    pass
+        return forward(arguments)
+
+    return _push
 
 
-def _pop() -> Any:
-    out = _original_pop()
-    end = _detect._clock()
-    window = _local.window
-    events = window.events if window is not None else None
-    if events is not None:
-        # `wrapped_fn` calls us, or the profiler's hook that chains to us.
-        frame = _getframe(1)
-        if frame.f_code is not _wrapper_code:
-            frame = frame.f_back
-        events.append((_ENDED, frame, _exception(), end))
-        entered = window.entered
-        if entered:
-            if entered[-1] is None and len(entered) > 1 and entered[-2] is frame:
-                # Its body's mark: the body raised, or returned with no return value
-                # to check (no `full_fn` ended it).
-                entered.pop()
-            if entered[-1] is frame:
-                entered.pop()
-    return out
+def _make_pop(forward: Any) -> Any:
+    """Our `pop_shape_memo`, calling `forward` for good (as `_make_push`)."""
+
+    def _pop() -> Any:
+        out = forward()
+        end = _detect._clock()
+        window = _local.window
+        events = window.events if window is not None else None
+        if events is not None:
+            # `wrapped_fn` calls us, or the profiler's hook that chains to us.
+            frame = _getframe(1)
+            if frame.f_code is not _wrapper_code:
+                frame = frame.f_back
+            events.append((_ENDED, frame, _exception(), end))
+            entered = window.entered
+            if entered:
+                if entered[-1] is None and len(entered) > 1 and entered[-2] is frame:
+                    # Its body's mark: the body raised, or returned with no return value
+                    # to check (no `full_fn` ended it).
+                    entered.pop()
+                if entered[-1] is frame:
+                    entered.pop()
+        return out
+
+    return _pop
 
 
 def patch(stack: contextlib.ExitStack) -> None:
     """Hook jaxtyping's `push_shape_memo` / `pop_shape_memo` until `stack` closes, if
     its new-style `wrapped_fn` still calls them by those global names."""
-    global _original_push, _original_pop, _wrapper_code
+    global _original_push, _original_pop, _wrapper_code, _push, _pop
     if _original_push is not None:
         return
     from jaxtyping import _decorator
@@ -523,6 +544,7 @@ def patch(stack: contextlib.ExitStack) -> None:
     ):
         return  # another jaxtyping: callbacks are watched the slow way
     _original_push, _original_pop, _wrapper_code = push, pop, wrapper
+    _push, _pop = _make_push(push), _make_pop(pop)
     _detect.entries_wrapper = wrapper
     _decorator.push_shape_memo = _push  # pyright: ignore[reportAttributeAccessIssue]
     _decorator.pop_shape_memo = _pop  # pyright: ignore[reportAttributeAccessIssue]
@@ -530,7 +552,7 @@ def patch(stack: contextlib.ExitStack) -> None:
 
 
 def _unpatch() -> None:
-    global _original_push, _original_pop, _wrapper_code
+    global _original_push, _original_pop, _wrapper_code, _push, _pop
     from jaxtyping import _decorator
 
     # A later patch of the same names (the profiler's) chains to ours; it puts its
@@ -552,5 +574,5 @@ def _unpatch() -> None:
                     "param_signature"
                 ].cell_contents = signature._typecheck_guard_original
         _hooked.clear()
-    _original_push = _original_pop = _wrapper_code = None
+    _original_push = _original_pop = _wrapper_code = _push = _pop = None
     _detect.entries_wrapper = None

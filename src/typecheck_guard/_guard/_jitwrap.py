@@ -98,9 +98,13 @@ class Jitted:
         # (`_fixes`).
         _set(self, "_typecheck_guard_made_at", made_at)
         own = self.__dict__
+        # An `equinox.filter_jit` wrapper's `__getattribute__` answers these names
+        # as `object`'s does, and is a check of Equinox's under jaxtyping's import
+        # hook, which the program did not make.
+        read = object.__getattribute__ if _is_equinox_wrapper(jitted) else getattr
         for name in _SHADOWED:
             try:
-                own[name] = getattr(jitted, name)
+                own[name] = read(jitted, name)
             except AttributeError:
                 pass
 
@@ -120,6 +124,12 @@ class Jitted:
         get = getattr(type(inner), "__get__", None)
         if get is None:
             return self  # not a descriptor: the same object from an instance too
+        if _is_equinox_wrapper(inner):
+            # `equinox.filter_jit`'s own `__get__`, binding us where it binds its
+            # wrapper: the one `equinox.Partial(self, obj)` it makes without us.
+            # (Binding the wrapper and making the partial again around us built two,
+            # each a construction jaxtyping's import hook checks.)
+            return get(self, obj, objtype)
         bound = get(inner, obj, objtype)
         if bound is inner:
             return self
@@ -208,12 +218,79 @@ class Jitted:
         return self._like(copy.deepcopy(self._typecheck_guard_jitted, memo))
 
     def _like(self, jitted: Any) -> Jitted:
-        return Jitted(
+        return type(self)(
             jitted,
             self._typecheck_guard_transform,
             self._typecheck_guard_fun,
             self._typecheck_guard_made_at,
         )
+
+
+class _JittedModule(Jitted):
+    """`Jitted` around an `equinox.filter_jit` wrapper, which is an
+    `equinox.Module`: a pytree, whose leaves are those of the function it jits (the
+    arrays of a jitted `eqx.nn.Linear`, say). So is this: JAX flattens it into the
+    wrapper's own children, with the wrapper's own keys, and rebuilds the wrapper
+    from them, watched (`_register_module_proxy`). A `jax.tree.leaves`,
+    `equinox.filter_grad` or `equinox.partition` sees what it sees without us; the
+    treedef's node is ours."""
+
+    __slots__ = ()
+
+
+def _is_equinox_wrapper(jitted: Any) -> bool:
+    cls = type(jitted)
+    # (`getattr`: some of jaxlib's types have no `__module__`.)
+    return (
+        getattr(cls, "__module__", None) == "equinox._jit"
+        and cls.__name__ == "_JitWrapper"
+    )
+
+
+def _flatten_module_proxy(proxy: _JittedModule) -> Any:
+    import jax
+
+    inner = object.__getattribute__(proxy, "_typecheck_guard_jitted")
+    # The wrapper's top node alone: its children, each a leaf here, by their keys.
+    pairs, node = jax.tree_util.tree_flatten_with_path(
+        inner, is_leaf=lambda x: x is not inner
+    )
+    aux = (
+        node,
+        object.__getattribute__(proxy, "_typecheck_guard_transform"),
+        object.__getattribute__(proxy, "_typecheck_guard_fun"),
+        object.__getattribute__(proxy, "_typecheck_guard_made_at"),
+    )
+    return [(path[0], child) for path, child in pairs], aux
+
+
+def _flatten_module_proxy_plain(proxy: _JittedModule) -> Any:
+    children, aux = _flatten_module_proxy(proxy)
+    return [child for _, child in children], aux
+
+
+def _unflatten_module_proxy(aux: Any, children: Any) -> _JittedModule:
+    node, transform, fun, made_at = aux
+    return _JittedModule(node.unflatten(list(children)), transform, fun, made_at)
+
+
+_module_proxy_registered = False
+
+
+def _register_module_proxy() -> None:
+    global _module_proxy_registered
+    with _lock:
+        if _module_proxy_registered:
+            return
+        import jax
+
+        jax.tree_util.register_pytree_with_keys(
+            _JittedModule,
+            _flatten_module_proxy,
+            _unflatten_module_proxy,
+            _flatten_module_proxy_plain,
+        )
+        _module_proxy_registered = True
 
 
 # What a class attribute of `Jitted` would answer instead of the wrapped callable.
@@ -237,10 +314,17 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
         if _pending:
             _patch_pending()
         jitted = original(*args, **kwargs)
-        if not callable(jitted) or isinstance(jitted, ft.partial):
+        # (By its type: `isinstance` reads `__class__`, which an `equinox.Module`
+        # answers through its `__getattribute__`, a check of its own under
+        # jaxtyping's import hook, and not the program's.)
+        if not callable(jitted) or issubclass(type(jitted), ft.partial):
             return jitted
         made_at = _detect.call_site(sys._getframe(1))
-        return Jitted(jitted, label, fun, None if made_at == "<unknown>" else made_at)
+        cls = Jitted
+        if _is_equinox_wrapper(jitted):
+            _register_module_proxy()
+            cls = _JittedModule
+        return cls(jitted, label, fun, None if made_at == "<unknown>" else made_at)
 
     factory.__typecheck_guard_original__ = original  # type: ignore[attr-defined]
     return factory

@@ -439,6 +439,9 @@ def _jitted_name(frame: FrameType, what: str) -> str:
     obj = frame.f_locals.get("self")
     if what == "unflatten_safe":
         obj = getattr(obj, "_typecheck_guard_jitted", None)
+    user = _detect.filter_jit_function(obj)
+    if user is not None:  # (read without running Equinox's code)
+        return f"equinox.filter_jit({_detect.qualified(user)})"
     transform = getattr(obj, "_typecheck_guard_transform", None)
     if transform is not None:
         return _detect.describe_jitted(

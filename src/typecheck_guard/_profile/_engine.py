@@ -403,6 +403,9 @@ def _watch_body(code: CodeType) -> None:
 
 _original_pop: Any = None
 _original_push: Any = None
+# Our hooks in place while patched (`_make_popped`, `_make_pushed`).
+_popped: Any = None
+_pushed: Any = None
 _wrapper_code: CodeType | None = None  # jaxtyping's new-style `wrapped_fn`
 # The `wrapped_fn_impl` closures whose cells hold our body hook and signature, by
 # weak reference: a checked function the program drops is not kept alive by us.
@@ -410,28 +413,38 @@ _patched: weakref.WeakSet[Any] = weakref.WeakSet()
 _cells_lock = threading.Lock()
 
 
-def _popped() -> None:
-    _spent[2] += 1
-    _original_pop()
-    end = _detect._clock()  # the check ends here; what follows is ours
-    state = _local.state
-    if state is None or not state._stack:
-        return
-    top = state._stack[-1]
-    # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
-    if top.fast and top.frame in (sys._getframe(1), sys._getframe(1).f_back):
-        error = sys.exc_info()[1]
-        failed = error is not None and error is not top.data.handled
-        if top.in_body is not None:
-            # A body `_stub_body` saw start raised, or returned with no return
-            # value to check (jaxtyping then calls no return stub): it ran until
-            # now, and its error is not the check's.
-            state.resume(top, failed, end)
-            failed = False
-        state._error = error
-        state.close(top, failed and not top.body_raised, end)
-        if _mode == "profile":
-            sys.setprofile(state.event)
+def _make_popped(forward: Any) -> Any:
+    """Our `pop_shape_memo`, calling `forward`, the function it replaces, for good:
+    a program that took it while we ran (its own wrapper around it) and calls it
+    after we stopped, or after another profile made its own, reaches what it would
+    without us, and never a later hook of ours that calls it back."""
+
+    def _popped() -> None:
+        _spent[2] += 1
+        forward()
+        if _original_pop is None:  # stopped: a reference the program kept to us
+            return
+        end = _detect._clock()  # the check ends here; what follows is ours
+        state = _local.state
+        if state is None or not state._stack:
+            return
+        top = state._stack[-1]
+        # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
+        if top.fast and top.frame in (sys._getframe(1), sys._getframe(1).f_back):
+            error = sys.exc_info()[1]
+            failed = error is not None and error is not top.data.handled
+            if top.in_body is not None:
+                # A body `_stub_body` saw start raised, or returned with no return
+                # value to check (jaxtyping then calls no return stub): it ran until
+                # now, and its error is not the check's.
+                state.resume(top, failed, end)
+                failed = False
+            state._error = error
+            state.close(top, failed and not top.body_raised, end)
+            if _mode == "profile":
+                sys.setprofile(state.event)
+
+    return _popped
 
 
 def _stub_body(fn: Any, starting: bool) -> None:
@@ -452,19 +465,36 @@ def _stub_body(fn: Any, starting: bool) -> None:
         state.resume(top, False, now)  # type: ignore[union-attr]
 
 
-def _pushed(arguments: Any) -> Any:
-    """jaxtyping's `push_shape_memo`, on the hooks backend: a check of
-    jaxtyping's starts here (or earlier, at `_Signature.bind`, once its cells are
-    ours)."""
-    _spent[2] += 1
-    if _mode == "hooks":
-        # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
-        frame = sys._getframe(1)
-        if frame.f_code is not _wrapper_code:
-            frame = frame.f_back
-        if frame is not None and frame.f_code is _wrapper_code:
-            _open_jaxtyping(frame)
-    return _original_push(arguments)
+def _make_pushed(forward: Any) -> Any:
+    """Our `push_shape_memo`, on the hooks backend, calling `forward`, the function
+    it replaces, for good (as `_make_popped`): a check of jaxtyping's starts here
+    (or earlier, at `_Signature.bind`, once its cells are ours)."""
+
+    def _pushed(arguments: Any) -> Any:
+        _spent[2] += 1
+        frame = None
+        if _mode == "hooks":
+            # `wrapped_fn` calls us, or the runtime guard's hook that chains to us.
+            frame = sys._getframe(1)
+            if frame.f_code is not _wrapper_code:
+                frame = frame.f_back
+            if frame is not None and frame.f_code is _wrapper_code:
+                _open_jaxtyping(frame)
+        try:
+            return forward(arguments)
+        except BaseException:
+            # (A program's own wrapper of `push_shape_memo` raised.) jaxtyping's
+            # wrapper calls `pop_shape_memo` only once the push returned: the check
+            # that started at the binding ends here, before it began (as where the
+            # binding raises, `_Signature.bind`), or it would stay open and hold
+            # every later check of the thread as part of it.
+            state = _local.state
+            stack = state._stack if state is not None else ()
+            if frame is not None and stack and stack[-1].frame is frame:
+                state.close(stack[-1], True)  # type: ignore[union-attr]
+            raise
+
+    return _pushed
 
 
 def _open_jaxtyping(frame: FrameType) -> None:
@@ -706,7 +736,7 @@ def _patch_pop() -> bool:
     calls them by those global names; `False` if not (we then watch jaxtyping's
     checks like any other on the profile-function backend, only slower, and not at
     all on the hooks backend)."""
-    global _original_pop, _original_push, _wrapper_code
+    global _original_pop, _original_push, _wrapper_code, _popped, _pushed
     from jaxtyping import _decorator
 
     original = getattr(_decorator, "pop_shape_memo", None)
@@ -723,15 +753,17 @@ def _patch_pop() -> bool:
     ):
         return False
     _original_pop, _wrapper_code = original, wrapper
+    _popped = _make_popped(original)
     setattr(_decorator, "pop_shape_memo", _popped)  # noqa: B010
     if _mode == "hooks":
         _original_push = push
+        _pushed = _make_pushed(push)
         setattr(_decorator, "push_shape_memo", _pushed)  # noqa: B010
     return True
 
 
 def _unpatch_pop() -> None:
-    global _original_pop, _original_push, _wrapper_code
+    global _original_pop, _original_push, _wrapper_code, _popped, _pushed
     if _original_pop is None:
         return
     from jaxtyping import _decorator
@@ -740,7 +772,7 @@ def _unpatch_pop() -> None:
         setattr(_decorator, "pop_shape_memo", _original_pop)  # noqa: B010
     if _original_push is not None and _decorator.push_shape_memo is _pushed:
         setattr(_decorator, "push_shape_memo", _original_push)  # noqa: B010
-    _original_pop = _original_push = _wrapper_code = None
+    _original_pop = _original_push = _wrapper_code = _popped = _pushed = None
 
 
 # The leaf-by-leaf work of a `PyTree[...]` check that no `@jaxtyped` function
@@ -772,16 +804,23 @@ def _instancecheck(cls: Any, instance: Any) -> Any:
     original = _original_check[1]  # pyright: ignore[reportOptionalSubscript]
     if _mode != "hooks":
         return original(cls, instance)
+    if _local.opening:
+        # A check our own bookkeeping ran, while it opened another (`_open_jaxtyping`):
+        # not the program's.
+        return original(cls, instance)
     state = _state()
     stack = state._stack
     if stack and stack[-1].in_body is None:
         stack[-1].pytree = True
         return original(cls, instance)
     frame = sys._getframe()
+    _local.opening = True
     try:
         opened = state.started(frame, _detect._ISINSTANCE)
     except Exception:  # never let the watching break the user's program
         opened = False
+    finally:
+        _local.opening = False
     if not opened:
         return original(cls, instance)
     try:
