@@ -6,6 +6,7 @@ Every test here that makes a check run at dispatch time on purpose carries
 """
 
 import asyncio
+import dataclasses
 import functools as ft
 import logging
 import pickle
@@ -1841,6 +1842,38 @@ def test_a_watched_equinox_filter_jit_is_the_pytree_equinoxs_is():
     assert type(zeroed.lin) is _jitwrap._JittedModule
     assert (zeroed.lin(x) == 0).all()
     assert jax.tree.leaves(jax.tree.map(lambda a: a, net)) == jax.tree.leaves(net)
+
+    # Its treedef holds nothing of ours: wrappers whose treedefs are equal without
+    # us (the same module jitted on two lines; an ensemble's members, made on one)
+    # have equal treedefs, and trees of them map together. (The function and the
+    # line that made it were in the treedef's data: `jax.tree.map` over two raised,
+    # and a jitted step retraced for each member.)
+    plain_jit = _original(eqx.filter_jit)
+    again = eqx.filter_jit(linear)
+    other = eqx.filter_jit(eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(1)))
+    plain_other = plain_jit(eqx.nn.Linear(2, 2, key=jax.random.PRNGKey(1)))
+    structure = jax.tree_util.tree_structure
+    assert structure(jitted) == structure(again) == structure(other)
+    assert structure(inner) == structure(plain_other)
+    stacked = jax.tree.map(
+        lambda a, b: jnp.stack([a, b]) if eqx.is_array(a) else a, jitted, other
+    )
+    assert [leaf.shape for leaf in jax.tree.leaves(stacked)[1:]] == [(2, 2, 2), (2, 2)]
+    assert structure(zeroed.lin) == structure(jitted)
+
+    # An `equinox.Module` and a dataclass, as Equinox's wrapper is, to `isinstance`
+    # (a checker's check of an `f: equinox.Module` argument) and to `dataclasses`.
+    assert isinstance(jitted, eqx.Module)
+    assert dataclasses.is_dataclass(jitted)
+    assert [f.name for f in dataclasses.fields(jitted)] == [
+        f.name for f in dataclasses.fields(inner)
+    ]
+
+    @jaxtyped(typechecker=beartype)
+    def takes_a_module(module: eqx.Module) -> int:
+        return 1
+
+    assert takes_a_module(jitted) == 1
 
     # A method bound through Equinox's own `__get__`: one `equinox.Partial`, whose
     # function is the watched wrapper, flattening as Equinox's does.

@@ -230,12 +230,37 @@ class _JittedModule(Jitted):
     """`Jitted` around an `equinox.filter_jit` wrapper, which is an
     `equinox.Module`: a pytree, whose leaves are those of the function it jits (the
     arrays of a jitted `eqx.nn.Linear`, say). So is this: JAX flattens it into the
-    wrapper's own children, with the wrapper's own keys, and rebuilds the wrapper
-    from them, watched (`_register_module_proxy`). A `jax.tree.leaves`,
-    `equinox.filter_grad` or `equinox.partition` sees what it sees without us; the
-    treedef's node is ours."""
+    wrapper's own children, with the wrapper's own keys and nothing of ours in the
+    treedef's data (two wrappers whose treedefs are equal without us have equal
+    treedefs), and rebuilds the wrapper from them, watched
+    (`_register_module_proxy`). A `jax.tree.leaves`, `equinox.filter_grad` or
+    `equinox.partition` sees what it sees without us; the treedef's node is ours.
+    Its `__class__` is the wrapper's: `isinstance(f, equinox.Module)` holds, as a
+    checker's check of a `f: equinox.Module` argument asks."""
 
     __slots__ = ()
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # type: ignore[override]
+        return type(object.__getattribute__(self, "_typecheck_guard_jitted"))
+
+    @property
+    def _typecheck_guard_fun(self) -> Any:  # type: ignore[override]
+        # The function it jits: as given to the factory, or, for one JAX rebuilt
+        # (which keeps nothing of ours), read off the wrapper.
+        fun = _FUN.__get__(self)
+        if fun is None:
+            fun = _detect.filter_jit_function(
+                object.__getattribute__(self, "_typecheck_guard_jitted")
+            )
+        return fun
+
+    @_typecheck_guard_fun.setter
+    def _typecheck_guard_fun(self, value: Any) -> None:
+        _FUN.__set__(self, value)
+
+
+_FUN: Final = Jitted.__dict__["_typecheck_guard_fun"]  # the slot
 
 
 def _is_equinox_wrapper(jitted: Any) -> bool:
@@ -255,13 +280,10 @@ def _flatten_module_proxy(proxy: _JittedModule) -> Any:
     pairs, node = jax.tree_util.tree_flatten_with_path(
         inner, is_leaf=lambda x: x is not inner
     )
-    aux = (
-        node,
-        object.__getattribute__(proxy, "_typecheck_guard_transform"),
-        object.__getattribute__(proxy, "_typecheck_guard_fun"),
-        object.__getattribute__(proxy, "_typecheck_guard_made_at"),
-    )
-    return [(path[0], child) for path, child in pairs], aux
+    # Nothing of ours in the treedef's data: the function and the line that made
+    # it would tell equal wrappers apart (an ensemble's members), and keep the
+    # function's first arrays alive.
+    return [(path[0], child) for path, child in pairs], node
 
 
 def _flatten_module_proxy_plain(proxy: _JittedModule) -> Any:
@@ -269,20 +291,25 @@ def _flatten_module_proxy_plain(proxy: _JittedModule) -> Any:
     return [child for _, child in children], aux
 
 
-def _unflatten_module_proxy(aux: Any, children: Any) -> _JittedModule:
-    node, transform, fun, made_at = aux
-    return _JittedModule(node.unflatten(list(children)), transform, fun, made_at)
+def _unflatten_module_proxy(node: Any, children: Any) -> _JittedModule:
+    return _JittedModule(node.unflatten(list(children)), "equinox.filter_jit", None)
 
 
 _module_proxy_registered = False
 
 
-def _register_module_proxy() -> None:
+def _register_module_proxy(wrapper: type) -> None:
     global _module_proxy_registered
     with _lock:
         if _module_proxy_registered:
             return
         import jax
+
+        # `dataclasses` asks the type, not `__class__`: Equinox's wrapper is a
+        # dataclass (`dataclasses.fields`, `replace`, `is_dataclass`), and so is this.
+        for name in ("__dataclass_fields__", "__dataclass_params__"):
+            if name in vars(wrapper):
+                setattr(_JittedModule, name, vars(wrapper)[name])
 
         jax.tree_util.register_pytree_with_keys(
             _JittedModule,
@@ -322,7 +349,7 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
         made_at = _detect.call_site(sys._getframe(1))
         cls = Jitted
         if _is_equinox_wrapper(jitted):
-            _register_module_proxy()
+            _register_module_proxy(type(jitted))
             cls = _JittedModule
         return cls(jitted, label, fun, None if made_at == "<unknown>" else made_at)
 
