@@ -1893,3 +1893,24 @@ def test_a_watched_equinox_filter_jit_is_the_pytree_equinoxs_is():
     assert [p for p, _ in paths(bound)] == [
         p for p, _ in paths(type(bound)(bound.func._typecheck_guard_jitted, m))
     ]
+
+
+def test_every_jitted_callable_is_named_whatever_its_type_lacks():
+    # jaxlib 0.4's `PmapFunction` has no `__module__`: reading what a line calls
+    # raised there, inside the profiler's bookkeeping, and the check went
+    # unreported.
+    from typecheck_guard._guard import _callee
+
+    for factory in (jax.jit, jax.pmap, eqx.filter_jit):
+        plain = _original(factory)(_double)
+        found = _callee.jitted_call(plain)
+        assert found is None or found[0] in (
+            "jax.jit",
+            "jax.pmap",
+            "equinox.filter_jit",
+        ), found
+    assert _callee.jitted_call(_original(eqx.filter_jit)(_double))[0] == (
+        "equinox.filter_jit"
+    )
+    ours = eqx.filter_jit(_double)
+    assert _callee.jitted_call(ours) == ("equinox.filter_jit", _double)

@@ -443,15 +443,12 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
     ahead-of-time compiled call (`jax.stages.Compiled`, no function); else
     `None`."""
     cls = type(obj)
-    module = cls.__module__
+    module = getattr(cls, "__module__", "")  # (jaxlib 0.4's `PmapFunction` has none)
     try:
         if module == "jax._src.stages" and cls.__name__ == "Compiled":
             # `jax.jit(f).lower(...).compile()`: it keeps no trace of `f`.
             return "jax.stages.Compiled", None
-        if module == "typecheck_guard._guard._jitwrap" and cls.__name__ in (
-            "Jitted",
-            "_JittedModule",
-        ):
+        if cls in _detect.jitted_types:
             return obj._typecheck_guard_transform, obj._typecheck_guard_fun
         if module.startswith("jaxlib") and hasattr(cls, "lower"):
             # (JAX's, Equinox's and Flax's own attributes, read as they are.)
@@ -461,7 +458,7 @@ def jitted_call(obj: Any) -> tuple[str, Any] | None:
             return "jax.jit", fun if fun is not None else getattr(
                 obj, "__wrapped__", obj
             )
-        if module == "equinox._jit" and cls.__name__ == "_JitWrapper":
+        if _detect.is_filter_jit_wrapper(obj):
             # What Equinox's own `__wrapped__` property gives: the function, put
             # back together from its dynamic and static parts (without running
             # Equinox's code, which jaxtyping's import hook may check).

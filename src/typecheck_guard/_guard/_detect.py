@@ -1116,6 +1116,24 @@ def defined_at(fn: Any) -> str:
     return f"{relative(code.co_filename)}:{code.co_firstlineno}"
 
 
+# Our own watched-call wrappers (`_jitwrap.Jitted` and its pytree subclass), which
+# `_jitwrap` sets when it is imported: none exists before.
+jitted_types: tuple[type, ...] = ()
+
+
+def is_filter_jit_wrapper(obj: Any) -> bool:
+    """Whether `obj` is an `equinox.filter_jit` wrapper (`equinox._jit._JitWrapper`),
+    by its type alone (`isinstance` would read `__class__`, which a module answers
+    through its `__getattribute__`, a check of Equinox's under jaxtyping's import
+    hook)."""
+    cls = type(obj)
+    # (`getattr`: some of jaxlib's types have no `__module__`.)
+    return (
+        getattr(cls, "__module__", None) == "equinox._jit"
+        and cls.__name__ == "_JitWrapper"
+    )
+
+
 def filter_jit_function(wrapper: Any) -> Any:
     """The function an `equinox.filter_jit` wrapper (`equinox._jit._JitWrapper`)
     jits, as its `__wrapped__` property puts it back together (Equinox's
@@ -1125,12 +1143,7 @@ def filter_jit_function(wrapper: Any) -> Any:
     not the program's. (Reading them while the profiler opened a check made them
     checks inside its own bookkeeping.) `None` where `wrapper` is not one, or not
     as we know it."""
-    cls = type(wrapper)
-    # (`getattr`: some of jaxlib's types have no `__module__`.)
-    if (
-        getattr(cls, "__module__", None) != "equinox._jit"
-        or cls.__name__ != "_JitWrapper"
-    ):
+    if not is_filter_jit_wrapper(wrapper):
         return None
     try:
         fields = object.__getattribute__(wrapper, "__dict__")
@@ -1149,13 +1162,7 @@ def _wrapped(obj: Any) -> Any:
     """`obj.__wrapped__`, or `None`; for an `equinox.filter_jit` wrapper, bare or
     in the profiler's `Jitted`, what its property gives, read without running it
     (`filter_jit_function`)."""
-    cls = type(obj)
-    if getattr(
-        cls, "__module__", None
-    ) == "typecheck_guard._guard._jitwrap" and cls.__name__ in (
-        "Jitted",
-        "_JittedModule",
-    ):
+    if type(obj) in jitted_types:
         try:
             user = filter_jit_function(
                 object.__getattribute__(obj, "_typecheck_guard_jitted")

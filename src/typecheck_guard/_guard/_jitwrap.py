@@ -101,7 +101,11 @@ class Jitted:
         # An `equinox.filter_jit` wrapper's `__getattribute__` answers these names
         # as `object`'s does, and is a check of Equinox's under jaxtyping's import
         # hook, which the program did not make.
-        read = object.__getattribute__ if _is_equinox_wrapper(jitted) else getattr
+        read = (
+            object.__getattribute__
+            if _detect.is_filter_jit_wrapper(jitted)
+            else getattr
+        )
         for name in _SHADOWED:
             try:
                 own[name] = read(jitted, name)
@@ -124,7 +128,7 @@ class Jitted:
         get = getattr(type(inner), "__get__", None)
         if get is None:
             return self  # not a descriptor: the same object from an instance too
-        if _is_equinox_wrapper(inner):
+        if _detect.is_filter_jit_wrapper(inner):
             # `equinox.filter_jit`'s own `__get__`, binding us where it binds its
             # wrapper: the one `equinox.Partial(self, obj)` it makes without us.
             # (Binding the wrapper and making the partial again around us built two,
@@ -263,15 +267,6 @@ class _JittedModule(Jitted):
 _FUN: Final = Jitted.__dict__["_typecheck_guard_fun"]  # the slot
 
 
-def _is_equinox_wrapper(jitted: Any) -> bool:
-    cls = type(jitted)
-    # (`getattr`: some of jaxlib's types have no `__module__`.)
-    return (
-        getattr(cls, "__module__", None) == "equinox._jit"
-        and cls.__name__ == "_JitWrapper"
-    )
-
-
 def _flatten_module_proxy(proxy: _JittedModule) -> Any:
     import jax
 
@@ -287,8 +282,11 @@ def _flatten_module_proxy(proxy: _JittedModule) -> Any:
 
 
 def _flatten_module_proxy_plain(proxy: _JittedModule) -> Any:
-    children, aux = _flatten_module_proxy(proxy)
-    return [child for _, child in children], aux
+    # (`_flatten_module_proxy` without the keys, which JAX's dispatch does not ask.)
+    import jax
+
+    inner = object.__getattribute__(proxy, "_typecheck_guard_jitted")
+    return jax.tree_util.tree_flatten(inner, is_leaf=lambda x: x is not inner)
 
 
 def _unflatten_module_proxy(node: Any, children: Any) -> _JittedModule:
@@ -326,6 +324,7 @@ _SHADOWED: Final = ("__module__", "__doc__")
 
 # Checks find the jitted call they run in by this frame (`_situation`).
 _situation.register_jitted(Jitted.__call__.__code__, "jitted")
+_detect.jitted_types = (Jitted, _JittedModule)
 
 
 def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -348,7 +347,7 @@ def _make_factory(original: Callable[..., Any], label: str) -> Callable[..., Any
             return jitted
         made_at = _detect.call_site(sys._getframe(1))
         cls = Jitted
-        if _is_equinox_wrapper(jitted):
+        if _detect.is_filter_jit_wrapper(jitted):
             _register_module_proxy(type(jitted))
             cls = _JittedModule
         return cls(jitted, label, fun, None if made_at == "<unknown>" else made_at)
