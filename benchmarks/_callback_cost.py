@@ -18,11 +18,35 @@ decorates it all the same) that calls the checked refresh, two checks a run.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
+
+
+@contextlib.contextmanager
+def guard_watching(level: str = "log") -> Iterator[None]:
+    """The runtime guard on for the block, at `level`, and wholly off outside it,
+    as in a run without the plugin. (`typecheck_guard.runtime_checks(level)` keeps
+    the guard's patches on for the rest of the process: every unwatched round after
+    the first would pay for them, jaxtyping's shape memo hooks and, on Python 3.12+,
+    the guard's `sys.monitoring` events, and the ratio would be to that, not to a
+    plain program.) Must be the only holder of the guard's patches: the last
+    `release` takes them off."""
+    from typecheck_guard._guard import _jitwrap, _runtime
+
+    if _jitwrap.active():
+        raise RuntimeError("guard_watching: the guard's patches are on already")
+    _jitwrap.acquire()
+    try:
+        with _runtime.RuntimeChecks(level):
+            yield
+    finally:
+        _jitwrap.release()
+    if _jitwrap.active():
+        raise RuntimeError("guard_watching: the guard's patches stayed on")
 
 
 def _refresh(n: float) -> str:
@@ -60,9 +84,20 @@ def callback_cost(
         _refresh(float(x))
         spent.append(time.perf_counter() - start)
 
-    @jaxtyped(typechecker=beartype)
-    def checked_refresh(x: Float[ArrayLike, ""]) -> None:
+    def checked_refresh(x):
         _refresh(float(x))
+
+    # Annotated with objects, not with the strings `from __future__ import
+    # annotations` would leave: jaxtyping resolves those in the module's globals
+    # only, where none of these names is, and then checks nothing.
+    checked_refresh.__annotations__ = {"x": Float[ArrayLike, ""], "return": None}
+    checked_refresh = jaxtyped(typechecker=beartype)(checked_refresh)
+    try:
+        checked_refresh("not an array")
+    except Exception:  # what it is for: the check runs
+        pass
+    else:
+        raise AssertionError("callback_cost: the callback's check checks nothing")
 
     def checked(x):
         start = time.perf_counter()

@@ -162,15 +162,28 @@ def _nested_checks(checker: Any, depth: int = 60) -> Any:
     import jax.numpy as jnp
     from jaxtyping import Array, Float, jaxtyped
 
-    @jaxtyped(typechecker=checker)
-    def leaf(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    def leaf(x):
         return x
 
-    @jaxtyped(typechecker=checker)
-    def middle(x: Float[Array, " n"]) -> Float[Array, " n"]:
+    def middle(x):
         for _ in range(10):
             x = leaf(x)
         return x
+
+    # Annotated with objects: under `from __future__ import annotations` the
+    # strings would name what only this function's scope has, and jaxtyping would
+    # check nothing.
+    vector = Float[Array, " n"]
+    for fn in (leaf, middle):
+        fn.__annotations__ = {"x": vector, "return": vector}
+    leaf = jaxtyped(typechecker=checker)(leaf)
+    middle = jaxtyped(typechecker=checker)(middle)
+    try:
+        leaf(jnp.ones((2, 2)))
+    except Exception:  # the check runs: not a vector
+        pass
+    else:
+        raise AssertionError("_nested_checks: the checks check nothing")
 
     x = jnp.ones((3,))
 

@@ -9,18 +9,24 @@ No scenario runs a typecheck at dispatch time: this is the price of watching.
 
     python benchmarks/runtime_guard_overhead.py [--rounds 15] [--calls 300]
 
-Also reported: the first call (trace + compile) of a fresh `jax.jit` function, the
+Also reported: an eager call of a small jaxtyped function with the guard on but
+nothing watched, against a run without the guard (what every check of a program
+pays once the guard is on), the first call (trace + compile) of a fresh `jax.jit` function, the
 cost per call of a wrapper made while the guard was on, once nothing listens, and
 the time a host callback's own Python takes watched / plain (a progress meter's
 refresh, which a program may time: tqdm prints one more line for each 0.1 s a bar
 lives), measured
 inside the callback, plain and checked by jaxtyping (as jaxtyping's import hook
-checks a library's progress meter), the two interleaved round by round.
+checks a library's progress meter), the two interleaved round by round. Those
+rows come first, and their plain rounds run with none of the guard's patches (as
+a run without the plugin does): the guard is switched on for each watched round
+and off after it (`_callback_cost.guard_watching`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import sys
@@ -28,7 +34,7 @@ import time
 import warnings
 from typing import Any
 
-from _callback_cost import callback_cost
+from _callback_cost import callback_cost, guard_watching
 
 import typecheck_guard
 from typecheck_guard._guard import _jitwrap, _watch
@@ -135,6 +141,62 @@ def _scenarios():
     }
 
 
+def _eager_check(rounds: int, calls: int) -> tuple[float, float, float, float, float]:
+    """An eager call of a small jaxtyped function (two 3-element arrays), in a
+    process the guard has never been on in (A) and with the guard on, after it
+    watched a jitted call, but no call in flight (B): what every check of a program
+    pays anywhere once the guard is on (on 3.12+, the calls of the guard's
+    `sys.monitoring` events; on 3.11, jaxtyping's shape memo hooks). The guard is
+    switched on for each B round and off after it (`guard_watching`)."""
+    import jax
+    import jax.numpy as jnp
+    from beartype import beartype
+    from jaxtyping import Array, Float, jaxtyped
+
+    def f(x, y):
+        return x
+
+    # Annotated with objects: under `from __future__ import annotations` the
+    # strings would name what only this function's scope has, and jaxtyping would
+    # check nothing.
+    vector = Float[Array, " n"]
+    f.__annotations__ = {"x": vector, "y": vector, "return": vector}
+    f = jaxtyped(typechecker=beartype)(f)
+    x = jnp.ones(3)
+    try:
+        f(x, jnp.ones(4))
+    except Exception:  # the check runs: `n` is 3, then 4
+        pass
+    else:
+        raise AssertionError("_eager_check: the check checks nothing")
+
+    def bump(x):
+        return x + 1
+
+    def timed(on: bool) -> float:
+        with guard_watching() if on else contextlib.nullcontext():
+            if on:
+                jax.jit(bump)(x)  # a watched call: the guard listens from now on
+            for _ in range(calls // 10):
+                f(x, x)
+            return _per_call(f, (x, x), calls)
+
+    timed(False), timed(True)
+    times_a, times_b, ratios = [], [], []
+    for _ in range(rounds):
+        ta, tb = timed(False), timed(True)
+        times_a.append(ta)
+        times_b.append(tb)
+        ratios.append(tb / ta)
+    return (
+        statistics.median(times_a),
+        statistics.median(times_b),
+        statistics.median(ratios),
+        min(ratios),
+        max(ratios),
+    )
+
+
 def _first_calls(fresh: int) -> float:
     """Median ratio guarded / plain of trace + compile of fresh jitted functions."""
     import jax
@@ -168,17 +230,39 @@ def main() -> None:
 
     import jax
 
-    scenarios = _scenarios()
-    plain = {name: (make(), args) for name, (make, args) in scenarios.items()}
-    _jitwrap.acquire()  # what the plugin does at startup
-    guarded = {name: (make(), args) for name, (make, args) in scenarios.items()}
-
     print(
         f"Python {platform.python_version()}, jax {jax.__version__}, "
         f"{jax.devices()[0].platform}; {options.rounds} rounds x {options.calls} calls, "
         "median of per-round ratios"
     )
     print(f"{'scenario':46} {'plain':>9} {'guarded':>9} {'ratio':>6} {'added':>9}")
+
+    # First, while the guard has never been on in this process: a host callback's
+    # own Python in a run without the guard against one under it (`guard_watching`
+    # switches it on for each watched round only, as a plain run has none of its
+    # patches).
+    def watched(on: bool) -> Any:
+        return guard_watching() if on else contextlib.nullcontext()
+
+    for name, (ta, tb, ratio, low, high) in callback_cost(
+        watched, options.rounds, options.calls // 3
+    ).items():
+        print(
+            f"{'host callback ' + name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us "
+            f"{ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us (rounds {low:.2f}-{high:.2f})"
+        )
+
+    ta, tb, ratio, low, high = _eager_check(options.rounds, options.calls)
+    print(
+        f"{'eager jaxtyped call, guard on, nothing watched':46} {ta * 1e6:7.1f}us "
+        f"{tb * 1e6:7.1f}us {ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us "
+        f"(rounds {low:.2f}-{high:.2f})"
+    )
+
+    scenarios = _scenarios()
+    plain = {name: (make(), args) for name, (make, args) in scenarios.items()}
+    _jitwrap.acquire()  # what the plugin does at startup
+    guarded = {name: (make(), args) for name, (make, args) in scenarios.items()}
     with typecheck_guard.runtime_checks("log"):  # listening, as under the plugin
         for name in scenarios:
             fn_a, args = plain[name]
@@ -195,16 +279,6 @@ def main() -> None:
             f"{_first_calls(options.fresh):6.2f}"
         )
 
-    def watched(on: bool) -> Any:
-        return typecheck_guard.runtime_checks("log" if on else "allow")  # pyright: ignore
-
-    for name, (ta, tb, ratio, low, high) in callback_cost(
-        watched, options.rounds, options.calls // 3
-    ).items():
-        print(
-            f"{'host callback ' + name:46} {ta * 1e6:7.1f}us {tb * 1e6:7.1f}us "
-            f"{ratio:6.2f} {(tb - ta) * 1e6:+7.1f}us (rounds {low:.2f}-{high:.2f})"
-        )
     # Nothing listens any more (no plugin, level "allow"): the wrapper only forwards.
     fn_a, args = plain["jax.jit, one array"]
     fn_b, _ = guarded["jax.jit, one array"]

@@ -1202,6 +1202,50 @@ def test_a_host_callbacks_own_code_runs_unwatched(
     assert site.kind == "callback" and count == 12
 
 
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+@allow_checks
+def test_the_guard_hears_only_the_returns_a_check_can_end_at(typecheck, sink):
+    # On 3.12+ each return the guard's tool listens to calls it, in every thread,
+    # watched or not: under the plugin, every eager check of a suite pays for it. A
+    # check ends where its checker's wrapper returns, and pauses while its body
+    # runs: the code that only ever runs inside a check (jaxtyping's
+    # `wrapped_fn_impl` and stubs, an array type's `isinstance`) is not listened
+    # to, and every check is still counted, with its time. (The stubs beartype
+    # wraps are this decoration's own code; `wrapped_fn_impl`, typeguard's wrapper
+    # and an array type's `isinstance` are shared with every check of the process,
+    # and one that JAX traced or that checked nothing of the program's may have
+    # opened at them in an earlier test.)
+    Node = _seed_node(typecheck)
+    step = jax.jit(lambda s: s.replace(step=s.step + 1))
+    state = _cached(step, _node_value(Node))
+    sink.clear()
+    with typecheck_guard.runtime_checks("log"):
+        for _ in range(3):
+            state = step(state)
+    _node_value(Node)  # and an eager check, outside any window
+    ((site, (count, seconds, *_)),) = _totals(sink).items()
+    assert site.checked.endswith("Node.__init__") and count == 3 and seconds > 0
+
+    def closure(fn):
+        cells = (cell.cell_contents for cell in fn.__closure__)
+        return dict(zip(fn.__code__.co_freevars, cells, strict=True))
+
+    wrapper = Node.__init__
+    impl = closure(wrapper)["wrapped_fn_impl"]
+    # (Each behind the fixture's counter.)
+    stubs = [closure(impl)[name].__wrapped__ for name in ("param_fn", "full_fn")]
+    mon = sys.monitoring  # pyright: ignore[reportAttributeAccessIssue]
+
+    def listened(fn):
+        events = mon.get_local_events(_detect._monitor.tool, fn.__code__)
+        return bool(events & mon.events.PY_RETURN)
+
+    assert listened(wrapper)  # a check ends there
+    if typecheck.name == "beartype":
+        assert stubs[0].__code__ is not stubs[1].__code__
+        assert not any(listened(stub) for stub in stubs)
+
+
 def _callback_programs(typecheck):
     """Host callbacks whose checks the guard must count as they ran: name ->
     (callback, {checked function's name: checks per run of the callback})."""

@@ -952,7 +952,8 @@ def _watch_body(code: CodeType) -> None:
 # guard's first window on (`listen`), we keep a `PY_START` callback on all code,
 # which answers `DISABLE` for code that is no checker (so that code never calls it
 # again) and, for checker code, asks the window of the current thread/task, if any.
-# `PY_RETURN` is enabled only on checker code; `PY_UNWIND` (global-only) ends a
+# `PY_RETURN` is enabled only on checker code a check opened at (and on bodies);
+# `PY_UNWIND` (global-only) ends a
 # check that raised.
 monitoring = False
 _window: contextvars.ContextVar[Any] = contextvars.ContextVar(
@@ -978,9 +979,11 @@ def _on_start(code: CodeType, offset: int) -> Any:
         if kind == _PLAIN:
             return _monitor.disable(code)
         _remember(code, kind)
-        # Once per code object: `_kinds` is cleared whenever the tool stops, and
-        # `_watch_body` switches a body's events on itself.
-        _monitor.instrument(code)
+        # `PY_RETURN` is switched on for checker code only where a check opens at
+        # it (`returning`, from `Tracker.started`), and for a body by `_watch_body`:
+        # most checker code only ever runs inside a check (jaxtyping's stubs and
+        # `wrapped_fn_impl`, an array type's `isinstance`), and its returns would
+        # call us for nothing, watched or not, in every thread.
     window = _window.get()
     if window is None:
         return None
@@ -1007,6 +1010,15 @@ def _on_start(code: CodeType, offset: int) -> Any:
             return None
     window.started(sys._getframe(1), kind)
     return None
+
+
+def returning(code: CodeType) -> None:
+    """A check opens at a frame of `code` (`Tracker.started`): see it return. On
+    the `sys.monitoring` backend, `PY_RETURN` is switched on for `code` if it isn't
+    yet, which the running frame's return already calls (CPython instruments the
+    code object in place)."""
+    if monitoring:
+        _monitor.instrument(code)
 
 
 def _on_return(code: CodeType, offset: int, value: Any) -> None:

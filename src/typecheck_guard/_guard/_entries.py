@@ -221,9 +221,16 @@ def _replay_known(window: Any, events: list[tuple[Any, ...]]) -> bool:
         if what == _STARTED:
             if event[2] is not None or (stack and stack[-1][5] is None):
                 return False
-            known = known_of(_key(None, event[6]))
+            signature = event[6]
+            # What `_in_callbacks` holds for the closure of this `_Bound`, kept on it
+            # once found: the same entry, without two weak references and a lookup
+            # in the time between two runs of a callback.
+            known = signature._typecheck_guard_known
             if known is None:
-                return False
+                known = known_of(_key(None, signature))
+                if known is None:
+                    return False
+                signature._typecheck_guard_known = known
             code = known[2]
             if code is not None and kinds.get(id(code)) != body_kind:
                 return False
@@ -366,6 +373,7 @@ class _Bound(inspect.Signature):
         "_typecheck_guard_original",
         "_typecheck_guard_fn",
         "_typecheck_guard_impl",
+        "_typecheck_guard_known",
     )
 
     def bind(self, /, *args: Any, **kwargs: Any) -> Any:
@@ -434,6 +442,7 @@ def _hook(local: dict[str, Any]) -> Any:
             _typecheck_guard_fn=fn,
             # Weakly: the closure holds this signature.
             _typecheck_guard_impl=weakref.ref(impl),
+            _typecheck_guard_known=None,
         )
         cell_signature.cell_contents = bound
         local["param_signature"] = bound  # what reading the locals again would give

@@ -197,6 +197,7 @@ class Tracker:
             self._stack = stack = []
         stack.append(check)  # type: ignore[union-attr]
         self._waiting = frame
+        _detect.returning(frame.f_code)
         self.opened(check)
         check.start = _detect._clock()
         return True
