@@ -126,14 +126,24 @@ def measure(
         "overhead": statistics.median(overhead),
         "overhead_low": min(overhead),
         "overhead_high": max(overhead),
-        "accuracy": statistics.median(accuracy),
+        "accuracy": _median_measured(accuracy),
         "unprofiled_s": statistics.median(per_a),
         "profiled_s": statistics.median(per_b),
         "disabled_s": statistics.median(per_c),
         "reported_s": statistics.median(reported),
         "estimated_s": statistics.median(estimated),
-        "estimate_ratio": statistics.median(estimate_ratio),
+        "estimate_ratio": _median_measured(estimate_ratio),
     }
+
+
+def _median_measured(ratios: list[float]) -> float:
+    """The median of the rounds that measured a difference (not `nan`), or `nan`
+    (printed as "-") when most rounds measured none: a median over `nan`s depends
+    on where they happen to sort."""
+    measured = [r for r in ratios if r == r]
+    return (
+        statistics.median(measured) if 2 * len(measured) > len(ratios) else float("nan")
+    )
 
 
 def _checker_alone(checker: Any, leaves: int) -> Any:
@@ -258,8 +268,17 @@ def main() -> int:
             f"{m['overhead']:8.2f}x "
             f"{(m['unprofiled_s'] - m['disabled_s']) * 1e3:8.3f}ms "
             f"{m['reported_s'] * 1e3:8.3f}ms "
-            + (f"{m['accuracy']:21.2f}x" if switchable else f"{'-':>22}")
-            + f" {m['estimate_ratio']:5.2f}x ({m['estimated_s'] * 1e3:.3f}/"
+            + (
+                f"{m['accuracy']:21.2f}x"
+                if switchable and m["accuracy"] == m["accuracy"]
+                else f"{'-':>22}"
+            )
+            + (
+                f" {m['estimate_ratio']:5.2f}x"
+                if m["estimate_ratio"] == m["estimate_ratio"]
+                else f" {'-':>6}"
+            )
+            + f" ({m['estimated_s'] * 1e3:.3f}/"
             + f"{(m['profiled_s'] - m['unprofiled_s']) * 1e3:.3f}ms)"
             + f" {m['overhead_low']:.2f}-{m['overhead_high']:.2f}"
         )
