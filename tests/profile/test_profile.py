@@ -744,6 +744,43 @@ def test_profile_counts_checker_wrappers_that_are_equal_code_objects():
     assert sum(s.count for s in prof.sites if s.when == "eager") == 6
 
 
+@pytest.mark.xfail(
+    sys.version_info < (3, 12),
+    strict=True,
+    reason="the profile function counts a check per resumption (a known limit)",
+)
+def test_a_checked_generator_or_coroutine_is_one_check_per_call():
+    # beartype checks a generator or coroutine function with a wrapper of the same
+    # kind; a profile function (3.11, `every_checker=True`) is told each time its
+    # frame stops at a `yield` or an `await` and resumes, as if it returned and
+    # was called again, and counts each resumption as one more check.
+    import asyncio
+
+    @beartype
+    def gen(x: Float[Array, " n"]):
+        yield x
+        yield x
+
+    @beartype
+    async def coro(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        await asyncio.sleep(0)
+        return x
+
+    x = jnp.ones(2)
+    list(gen(x)), asyncio.run(coro(x))  # beartype's one-time setup
+    with typecheck_guard.profile(every_checker=True) as prof:
+        for _ in range(3):
+            list(gen(x))
+            asyncio.run(coro(x))
+    counts: dict[str, int] = {}
+    for site in prof.sites:
+        counts[site.checked] = counts.get(site.checked, 0) + site.count
+    assert {k.rsplit(".", 1)[-1]: v for k, v in counts.items()} == {
+        "gen": 3,
+        "coro": 3,
+    }
+
+
 # Seconds, through ratios only: a checker that spins for a known time in each stub it
 # checks, a body that spins longer. The reported time per check must be what
 # switching the checks off saves (`jaxtyping_disable`), measured interleaved. On a
