@@ -11,8 +11,9 @@ No scenario runs a typecheck at dispatch time: this is the price of watching.
 
 Also reported: an eager call of a small jaxtyped function with the guard on but
 nothing watched, against a run without the guard (what every check of a program
-pays once the guard is on), the first call (trace + compile) of a fresh `jax.jit` function, the
-cost per call of a wrapper made while the guard was on, once nothing listens, and
+pays once the guard is on), the first call (trace + compile) of a fresh `jax.jit`
+function, the cost per call of a wrapper made while the guard was on, once nothing
+listens, and
 the time a host callback's own Python takes watched / plain (a progress meter's
 refresh, which a program may time: tqdm prints one more line for each 0.1 s a bar
 lives), measured
@@ -142,9 +143,9 @@ def _scenarios():
 
 
 def _eager_check(rounds: int, calls: int) -> tuple[float, float, float, float, float]:
-    """An eager call of a small jaxtyped function (two 3-element arrays), in a
-    process the guard has never been on in (A) and with the guard on, after it
-    watched a jitted call, but no call in flight (B): what every check of a program
+    """An eager call of a small jaxtyped function (two 3-element arrays), with none
+    of the guard's patches on (A) and with the guard on, after it watched a jitted
+    call, but no call in flight (B): what every check of a program
     pays anywhere once the guard is on (on 3.12+, the calls of the guard's
     `sys.monitoring` events; on 3.11, jaxtyping's shape memo hooks). The guard is
     switched on for each B round and off after it (`guard_watching`)."""

@@ -953,8 +953,7 @@ def _watch_body(code: CodeType) -> None:
 # which answers `DISABLE` for code that is no checker (so that code never calls it
 # again) and, for checker code, asks the window of the current thread/task, if any.
 # `PY_RETURN` is enabled only on checker code a check opened at (and on bodies);
-# `PY_UNWIND` (global-only) ends a
-# check that raised.
+# `PY_UNWIND` (global-only) ends a check that raised.
 monitoring = False
 _window: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "typecheck_guard_window", default=None
