@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from _callback_cost import callback_cost, guard_watching
@@ -54,10 +55,19 @@ def _interleaved(
     for fn in (a, b):
         for _ in range(3):
             fn(*args)
+    return _rounds(
+        lambda: _per_call(a, args, calls), lambda: _per_call(b, args, calls), rounds
+    )
+
+
+def _rounds(
+    time_a: Callable[[], float], time_b: Callable[[], float], rounds: int
+) -> tuple[float, float, float, float, float]:
+    """`time_a()`, `time_b()`, A, B, ... for `rounds` rounds: the medians of A and
+    B, the median of the per-round ratios B / A, and the lowest and highest."""
     ratios, times_a, times_b = [], [], []
     for _ in range(rounds):
-        ta = _per_call(a, args, calls)
-        tb = _per_call(b, args, calls)
+        ta, tb = time_a(), time_b()
         ratios.append(tb / ta)
         times_a.append(ta)
         times_b.append(tb)
@@ -183,19 +193,7 @@ def _eager_check(rounds: int, calls: int) -> tuple[float, float, float, float, f
             return _per_call(f, (x, x), calls)
 
     timed(False), timed(True)
-    times_a, times_b, ratios = [], [], []
-    for _ in range(rounds):
-        ta, tb = timed(False), timed(True)
-        times_a.append(ta)
-        times_b.append(tb)
-        ratios.append(tb / ta)
-    return (
-        statistics.median(times_a),
-        statistics.median(times_b),
-        statistics.median(ratios),
-        min(ratios),
-        max(ratios),
-    )
+    return _rounds(lambda: timed(False), lambda: timed(True), rounds)
 
 
 def _first_calls(fresh: int) -> float:

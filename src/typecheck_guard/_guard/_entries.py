@@ -482,12 +482,8 @@ def _make_push(forward: Any) -> Any:
                         # closure's checked function is this check's, which started
                         # with the binding.
                         window.bound = None
-                        local, body, start, signature = (
-                            None,
-                            bound[1],
-                            bound[2],
-                            bound[3],
-                        )
+                        local = None
+                        _, body, start, signature = bound
                     else:  # the first check of this function we see
                         local = frame.f_locals
                         body = _hook(local)
