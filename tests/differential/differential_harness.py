@@ -70,6 +70,8 @@ START = "@@START "  # printed before a program runs: the runner knows who died
 
 MODE = "plain"
 PHASE = "define"
+# The phase an exception that ended the program left (`phase.__exit__`).
+RAISED_IN: str | None = None
 COUNTS: dict[tuple[str, str, str], int] = {}
 HITS: dict[tuple[str, str], int] = {}
 # `block`: the verdict cache's hits, per phase and class: a construction whose
@@ -109,7 +111,9 @@ class phase:  # noqa: N801 -- used as `with phase("tree"):` in program sources
         self.saved, PHASE = PHASE, self.name
 
     def __exit__(self, *exc: object) -> None:
-        global PHASE
+        global PHASE, RAISED_IN
+        if exc[0] is not None and RAISED_IN is None:
+            RAISED_IN = self.name
         PHASE = self.saved
 
 
@@ -587,13 +591,14 @@ def _main(module: Any, repeat: int) -> Any:
 
 def run_program(name: str, source: str, repeat: int = 1) -> dict[str, Any]:
     """Define and run one program (its `main()` `repeat` times); its record."""
-    global PHASE
+    global PHASE, RAISED_IN
     COUNTS.clear()
     HITS.clear()
     _ATTRIBUTED.clear()
     CACHED.clear()
     EVENTS.clear()
     PHASE = "define"
+    RAISED_IN = None
     _rearm()
     modname = "dprog_" + re.sub(r"\W", "_", name)
     module = types.ModuleType(modname)
@@ -627,6 +632,7 @@ def run_program(name: str, source: str, repeat: int = 1) -> dict[str, Any]:
             record["outcome"] = {"skipped": str(e)}
         except Exception as e:
             record["outcome"] = describe_error(e)
+            record["raised_in"] = RAISED_IN or PHASE
             record["traceback"] = scrub(
                 "".join(traceback.format_exception(type(e), e, e.__traceback__))
             )[-3000:]

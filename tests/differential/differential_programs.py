@@ -40,6 +40,7 @@ REGIONS = (
     "disable_jit",
     "slots",
     "treeops",
+    "transforms",
     # What the plugin puts in place of the user's or JAX's objects, against what it
     # replaces (`differential_substitutes.py`).
     "callforms",
@@ -1323,6 +1324,220 @@ def region_treeops() -> list[Program]:
     return programs
 
 
+# --- region: control flow and differentiation carrying the class ------------------------------
+
+# Module-level helpers the `transforms` programs call (`custom_vjp`, `custom_jvp`).
+TRANSFORM_HELPERS = """\
+@jax.custom_vjp
+def vjp_sin(s):
+    return jax.tree.map(jnp.sin, s)
+
+
+def _vjp_sin_fwd(s):
+    return vjp_sin(s), s
+
+
+def _vjp_sin_bwd(s, g):
+    return (jax.tree.map(lambda a, b: jnp.cos(a) * b, s, g),)
+
+
+vjp_sin.defvjp(_vjp_sin_fwd, _vjp_sin_bwd)
+
+
+@jax.custom_jvp
+def jvp_sin(s):
+    return jax.tree.map(jnp.sin, s)
+
+
+@jvp_sin.defjvp
+def _jvp_sin_jvp(primals, tangents):
+    (s,), (t,) = primals, tangents
+    return jvp_sin(s), jax.tree.map(lambda a, b: jnp.cos(a) * b, s, t)
+"""
+
+STEP = "lambda c: jax.tree.map(lambda v: v + 1, c)"
+
+# (body, phase, relaxed): a transformation whose carry, operand, output or tangent
+# is an instance of the class, eagerly and inside `jit`; then constructions of an
+# invalid one inside the traced function, which every mode must still reject.
+TRANSFORMS = {
+    "while_loop": (
+        f'out["v"] = jax.lax.while_loop(lambda c: c.x[0] < 4.0, {STEP}, s)',
+        "tree",
+        None,
+    ),
+    "fori_loop": (
+        'out["v"] = jax.lax.fori_loop(0, 3, lambda i, c: jax.tree.map(lambda v: v + i, c), s)',
+        "tree",
+        None,
+    ),
+    "cond": (
+        f'out["v"] = jax.lax.cond(True, {STEP}, lambda c: c, s)',
+        "tree",
+        None,
+    ),
+    "switch": (
+        f'out["v"] = jax.lax.switch(1, [lambda c: c, {STEP}], s)',
+        "tree",
+        None,
+    ),
+    "scan_ys": (
+        f'out["v"] = jax.lax.scan(lambda c, _: (({STEP})(c), c.x), s, None, length=2)',
+        "tree",
+        None,
+    ),
+    "value_and_grad_aux": (
+        'out["v"] = jax.value_and_grad(lambda s: (jnp.sum(s.x * s.y), s), has_aux=True)(s)',
+        "tree",
+        None,
+    ),
+    "jvp": (
+        'out["v"] = jax.jvp(lambda s: jax.tree.map(jnp.sin, s), (s,), (s,))',
+        "tree",
+        None,
+    ),
+    "linearize": (
+        'out["v"] = (lambda r: (r[0], r[1](s)))(jax.linearize(lambda s: jax.tree.map(jnp.sin, s), s))',
+        "tree",
+        None,
+    ),
+    "vjp": (
+        'out["v"] = (lambda r: (r[0], r[1](r[0])))(jax.vjp(lambda s: jax.tree.map(jnp.sin, s), s))',
+        "tree",
+        None,
+    ),
+    "checkpoint": (
+        'out["v"] = jax.checkpoint(lambda s: jax.tree.map(jnp.sin, s))(s)',
+        "tree",
+        None,
+    ),
+    # The backward pass of a `custom_vjp` function rebuilds its arguments from
+    # `object()` leaves for their key paths: a placeholder tree.
+    "custom_vjp_grad": (
+        'out["v"] = jax.grad(lambda s: jnp.sum(vjp_sin(s).x))(s)',
+        "tree",
+        "placeholder",
+    ),
+    "custom_jvp_grad": (
+        'out["v"] = jax.grad(lambda s: jnp.sum(jvp_sin(s).y))(s)',
+        "tree",
+        None,
+    ),
+    "named_call": (
+        f'out["v"] = jax.named_call({STEP}, name="step")(s)',
+        "tree",
+        None,
+    ),
+    "jit_while_loop": (
+        f'out["v"] = (lambda f: f(f(s)))(jit(lambda s: jax.lax.while_loop(lambda c: c.x[0] < 9.0, {STEP}, s)))',
+        "jit1",
+        None,
+    ),
+    "jit_cond": (
+        f'out["v"] = (lambda f: f(f(s)))(jit(lambda s: jax.lax.cond(s.x[0] > 0, {STEP}, lambda c: c, s)))',
+        "jit1",
+        None,
+    ),
+    "jit_remat_grad": (
+        'out["v"] = (lambda f: f(f(s)))(jit(jax.grad(jax.checkpoint(lambda s: jnp.sum(jax.tree.map(jnp.sin, s).x)))))',
+        "jit1",
+        None,
+    ),
+    "jit_custom_vjp": (
+        'out["v"] = (lambda f: f(f(s)))(jit(lambda s: jax.grad(lambda t: jnp.sum(vjp_sin(t).x))(s)))',
+        "jit1",
+        "placeholder",
+    ),
+    # Constructions inside a traced function, from arrays (no instance goes in, so
+    # every check of the phase is a construction's): the invalid one is rejected
+    # by every mode, at trace time.
+    "bad_in_cond": (
+        'out["v"] = attempt(lambda: jax.lax.cond(True, lambda a: CLS(x=a, y=BAD).x, lambda a: CLS(x=a, y=a).x, X))',
+        "construct",
+        None,
+    ),
+    "bad_in_while_body": (
+        'out["v"] = attempt(lambda: jax.lax.while_loop(lambda a: a[0] < 4.0, lambda a: CLS(x=a + 1, y=BAD).x, X))',
+        "construct",
+        None,
+    ),
+    "bad_in_scan_body": (
+        'out["v"] = attempt(lambda: jax.lax.scan(lambda a, _: (CLS(x=a, y=BAD).x, None), X, None, length=2))',
+        "construct",
+        None,
+    ),
+    "bad_in_checkpoint": (
+        'out["v"] = attempt(lambda: jax.checkpoint(lambda a: CLS(x=a, y=BAD).x)(X))',
+        "construct",
+        None,
+    ),
+    "bad_in_jit_grad": (
+        'out["v"] = attempt(lambda: jit(jax.grad(lambda a: jnp.sum(CLS(x=a, y=a.astype(jnp.int32)).x)))(X))',
+        "construct",
+        None,
+    ),
+    "good_in_vmap_grad": (
+        'out["v"] = jax.vmap(jax.grad(lambda a: jnp.sum(CLS(x=a, y=a * 2).y)))(jnp.ones((2, 3)))',
+        "construct",
+        None,
+    ),
+    # Equinox's trade-off: a transformation whose output stacks the class's leaves.
+    "scan_stacked": (
+        'out["v"] = jax.lax.scan(lambda c, _: (c, c), s, None, length=2)[1]',
+        "tree",
+        "tradeoff",
+    ),
+    "vmap_out": (
+        'out["v"] = jax.vmap(lambda a: jax.tree.map(lambda v: v * a, s))(jnp.arange(2.0))',
+        "tree",
+        "tradeoff",
+    ),
+}
+
+
+def region_transforms() -> list[Program]:
+    programs = []
+    for op, route, checker in itertools.product(
+        tuple(TRANSFORMS),
+        ("struct", "jaxdc", "chex", "custom"),
+        ("jt_bt", "jt_tg", "bt", "tg"),
+    ):
+        body, ph, relaxed = TRANSFORMS[op]
+        if route == "custom":
+            classes = custom_class("node", "classmethod", checker, "plain")
+            make, nodes = "C(X, Y)", (("C", "hits"),)
+        else:
+            classes = dc_class("C", route, checker)
+            make, nodes = "C(x=X, y=Y)", (("C", "all"),)
+        body = body.replace("CLS", "C")
+        ops = f'    with phase("{ph}"):\n        {body}\n'
+        if route == "chex" and ("scan" in op or "loop" in op):
+            # jax 0.4.x's loops fail on a chex carry, in their own error message.
+            ops = (
+                '    require(jax_version() >= (0, 5, 0), "a loop over a chex carry")\n'
+                + ops
+            )
+        main = standard_main(make, None, ops)
+        core = (op, route, checker) in {
+            ("while_loop", "struct", "jt_bt"),
+            ("custom_vjp_grad", "custom", "tg"),
+            ("bad_in_cond", "jaxdc", "jt_tg"),
+            ("jit_cond", "chex", "bt"),
+        }
+        programs.append(
+            Program(
+                _name("transforms", op, route, checker),
+                "transforms",
+                source([*classes, "", TRANSFORM_HELPERS], main),
+                jit="jit(" in body,
+                relaxed=relaxed,
+                nodes=nodes,
+                core=core,
+            )
+        )
+    return programs
+
+
 _GENERATORS: dict[str, Callable[[], list[Program]]] = {
     "nested": region_nested,
     "checkers": region_checkers,
@@ -1335,6 +1550,7 @@ _GENERATORS: dict[str, Callable[[], list[Program]]] = {
     "disable_jit": region_disable_jit,
     "slots": region_slots,
     "treeops": region_treeops,
+    "transforms": region_transforms,
 }
 
 
