@@ -517,3 +517,67 @@ def test_the_generated_guard_keeps_every_signature(installed, typecheck, name):
     with pytest.raises(typecheck.errors):
         Sig(jnp.ones((2, 2)))
     assert Sig.__init__.__name__ == "__init__"
+
+
+def _post_init_checked_class(route: str, typecheck) -> type:
+    """A dataclass whose generated `__init__` is unchecked and whose `__post_init__`
+    is checked: the guard's entry point is that unchecked `__init__`."""
+
+    def __post_init__(self) -> None:
+        pass
+
+    if route == "struct":
+
+        @struct.dataclass
+        class Post:
+            x: jax.Array
+            n: int = struct.field(pytree_node=False, default=1)
+
+    else:
+        import dataclasses
+
+        @dataclasses.dataclass(frozen=True)
+        class Post:
+            x: jax.Array
+            n: int = dataclasses.field(default=1, metadata=dict(static=True))
+
+        jax.tree_util.register_dataclass(Post, data_fields=["x"], meta_fields=["n"])
+    # The checker itself (the counting wrapper would sit above it, and block).
+    Post.__post_init__ = typecheck._decorate(__post_init__)
+    return Post
+
+
+@pytest.mark.parametrize("form", ["install", "unflatten_safe"])
+@pytest.mark.parametrize("route", ["struct", "register_dataclass"])
+def test_an_unchecked_init_guarded_for_its_checked_post_init_reads_as_itself(
+    typecheck, route, form
+):
+    # (Review round 36.) The guard on an unchecked `__init__`, there because the
+    # class's `__post_init__` is checked, read as `(*args, **kwargs)` once the class
+    # had been unflattened: `inspect.signature(cls)` too, which reads `__init__`.
+    import typing
+
+    from typecheck_guard._unflatten._guards import is_guard
+
+    if form == "install":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+            typecheck_guard.install()
+    Post = _post_init_checked_class(route, typecheck)
+    original = Post.__init__
+    before = (inspect.signature(Post), inspect.signature(Post.__init__))
+    hints = typing.get_type_hints(Post.__init__)
+    post = Post(jnp.ones(2))
+    if form == "install":
+        jax.jit(lambda p: p)(post)
+    else:
+        with typecheck_guard.unflatten_safe():
+            jax.jit(lambda p: p)(post)
+    assert is_guard(Post.__init__)
+    assert (inspect.signature(Post), inspect.signature(Post.__init__)) == before
+    assert typing.get_type_hints(Post.__init__) == hints
+    assert inspect.unwrap(Post.__init__) is original
+    # What is set on it is there to read, as on the original.
+    Post.__init__.mark = "set"
+    assert Post.__init__.mark == "set"
+    assert Post(jnp.ones(2)).n == 1

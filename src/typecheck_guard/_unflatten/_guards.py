@@ -480,6 +480,18 @@ def _stand_in(guard: Any, checked: Any) -> None:
             setattr(guard, name, getattr(checked, name))
         except (AttributeError, TypeError):
             pass
+    if "__wrapped__" not in getattr(checked, "__dict__", {}):
+        # No checker's wrapper: an unchecked `__init__`, guarded as the entry point
+        # of a class whose `__post_init__` or `__setattr__` is checked (a dataclass's
+        # generated one, say). Sharing its dictionary would leave the guard without
+        # a `__wrapped__`, and `inspect.signature(cls)` would read the guard's
+        # `(*args, **kwargs)`; adding one there would make the method wrap itself.
+        # So the guard has a copy of its attributes, and `__wrapped__`, as
+        # `functools.wraps` gives, and no checker reads the attributes of an
+        # unchecked method.
+        guard.__dict__.update(getattr(checked, "__dict__", {}))
+        guard.__wrapped__ = checked
+        return
     try:
         guard.__dict__ = checked.__dict__
     except (AttributeError, TypeError):  # not a function: a copy, as `wraps` does
