@@ -581,3 +581,66 @@ def test_an_unchecked_init_guarded_for_its_checked_post_init_reads_as_itself(
     Post.__init__.mark = "set"
     assert Post.__init__.mark == "set"
     assert Post(jnp.ones(2)).n == 1
+
+
+def test_check_runs_the_checks_in_the_order_jax_unflattens(typecheck):
+    # (Review round 36.) `check` went outermost first; JAX's unflatten builds a
+    # node's children before the node, so where both failed plain JAX raised the
+    # child's error and `check` the parent's, and side effects ran in another order.
+    import dataclasses
+
+    order: list[str] = []
+
+    def make(name: str) -> type:
+        @jaxtyped(typechecker=typecheck)
+        @struct.dataclass
+        class Node:
+            x: Float[Array, " n"]
+            kids: tuple = ()
+
+            def __post_init__(self) -> None:
+                order.append(name)
+
+        return Node
+
+    Outer, Left, Right, Leaf = (make(n) for n in ("Outer", "Left", "Right", "Leaf"))
+    x = jnp.ones(2)
+    tree = Outer(x, (Left(x, (Leaf(x),)), Right(x)))
+
+    def plain_and_check(tree):
+        """What plain JAX's unflatten ran (it is the oracle: nothing installed),
+        then what `check` ran, each as (the `__post_init__`s in order, raised)."""
+        out = []
+        for run in (
+            lambda: jax.tree.map(lambda v: v, tree),
+            lambda: typecheck_guard.check(tree),
+        ):
+            order.clear()
+            try:
+                run()
+                raised = False
+            except typecheck.errors:
+                raised = True
+            out.append((list(order), raised))
+        return out
+
+    plain, ours = plain_and_check(tree)
+    assert plain == (["Leaf", "Left", "Right", "Outer"], False)
+    assert ours == plain
+    # Left and Outer both fail: plain JAX builds Leaf, then fails at Left. (Built
+    # with jaxtyping's checks switched off.)
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        bad = dataclasses.replace(
+            tree,
+            x=x[None],
+            kids=(dataclasses.replace(tree.kids[0], x=x[None]), Right(x)),
+        )
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+    plain, ours = plain_and_check(bad)
+    # (jaxtyping 0.2 checks a dataclass after its `__post_init__`: Left's ran.)
+    assert plain[0][:1] == ["Leaf"] and "Outer" not in plain[0] and plain[1]
+    assert ours == plain

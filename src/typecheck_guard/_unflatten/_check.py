@@ -53,7 +53,8 @@ def check(tree: _T) -> _T:
     **Raises:**
 
     The checker's own error (`jaxtyping.TypeCheckError`, beartype's, typeguard's
-    `TypeError`) for the first node whose check fails, outermost first.
+    `TypeError`) for the first node whose check fails, in the order JAX's unflatten
+    runs them: a node's children (left to right) before the node.
 
     !!! Example
 
@@ -67,18 +68,28 @@ def check(tree: _T) -> _T:
 
     reg = registry()
     with _state.clean():
-        stack = [tree]
+        # Post-order, as JAX's unflatten builds a tree: each node after its
+        # children, left to right (which check fails first, and the order of what
+        # the constructors do, are JAX's). A node's entry is `(node, None)` until
+        # its children are on the stack, then `(node, (children, aux))`.
+        stack: list[tuple[Any, Any]] = [(tree, None)]
         while stack:
-            node = stack.pop()
+            node, level = stack.pop()
+            if level is not None:
+                children, aux = level
+                entry = reg.get(type(node))
+                if entry is not None and not builds_with_new(
+                    type(node), entry.from_iter
+                ):
+                    _plain_unflatten(entry)(aux, children)
+                continue
             level = flatten_one_level(node)
             if level is None:  # a leaf
                 continue
             children, aux = level
             children = list(children)
-            entry = reg.get(type(node))
-            if entry is not None and not builds_with_new(type(node), entry.from_iter):
-                _plain_unflatten(entry)(aux, children)
-            stack.extend(reversed(children))
+            stack.append((node, (children, aux)))
+            stack.extend((child, None) for child in reversed(children))
     return tree
 
 
