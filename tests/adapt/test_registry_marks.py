@@ -644,3 +644,31 @@ def test_check_runs_the_checks_in_the_order_jax_unflattens(typecheck):
     # (jaxtyping 0.2 checks a dataclass after its `__post_init__`: Left's ran.)
     assert plain[0][:1] == ["Leaf"] and "Outer" not in plain[0] and plain[1]
     assert ours == plain
+
+
+@pytest.mark.parametrize("bad_first", [True, False])
+def test_check_sees_the_children_as_jax_rebuilds_them(typecheck, bad_first):
+    # (Review round 37.) `check` handed a node its own children; JAX's unflatten
+    # hands it rebuilt ones, a dict's keys sorted. beartype checks one item of a
+    # dict: plain JAX's rebuild failed where `check` passed, and the reverse.
+    @jaxtyped(typechecker=typecheck)
+    @struct.dataclass
+    class Holder:
+        m: dict[str, Float[Array, " n"]]
+
+    good = jnp.ones(2)
+    holder = Holder({"z": good, "a": good})
+    bad = jnp.ones((2, 2))
+    # Inserted first, or last: a key sorted first either way.
+    m = {"a": bad, "z": good} if bad_first else {"z": good, "a": bad}
+    object.__setattr__(holder, "m", m)
+
+    def outcome(run) -> bool:
+        try:
+            run()
+        except typecheck.errors:
+            return True
+        return False
+
+    plain = outcome(lambda: jax.tree.map(lambda v: v, holder))  # no install
+    assert outcome(lambda: typecheck_guard.check(holder)) == plain

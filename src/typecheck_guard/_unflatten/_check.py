@@ -32,6 +32,22 @@ def _plain_unflatten(entry: Any) -> Any:
     return getattr(fn, "__typecheck_guard_plain__", fn)
 
 
+def _rebuild(reg: Any, node: Any, aux: Any, children: list[Any]) -> Any:
+    """What JAX's unflatten builds for `node`'s place from its rebuilt `children`:
+    a registered class through the unflatten plain JAX would call (its check, as
+    without us), anything else (a tuple, a dict, a namedtuple, `None`) as JAX
+    builds it, from a treedef of that one level."""
+    import jax
+
+    entry = reg.get(type(node))
+    if entry is not None:
+        if builds_with_new(type(node), entry.from_iter):
+            return entry.from_iter(aux, children)  # no check in it: JAX's own
+        return _plain_unflatten(entry)(aux, children)
+    one_level = jax.tree_util.tree_structure(node, is_leaf=lambda x: x is not node)
+    return jax.tree_util.tree_unflatten(one_level, children)
+
+
 def check(tree: _T) -> _T:
     """Re-run the typecheck of every checked pytree node in `tree`, as JAX's own
     unflatten would have run it without `typecheck_guard`.
@@ -68,28 +84,30 @@ def check(tree: _T) -> _T:
 
     reg = registry()
     with _state.clean():
-        # Post-order, as JAX's unflatten builds a tree: each node after its
-        # children, left to right (which check fails first, and the order of what
-        # the constructors do, are JAX's). A node's entry is `(node, None)` until
-        # its children are on the stack, then `(node, (children, aux))`.
+        # JAX's unflatten, node by node, in its order: each node after its
+        # children, left to right, built from the children as JAX rebuilt them (a
+        # dict's keys sorted, say), so that each check sees what it would see
+        # plain. A node's entry is `(node, None)` until its children are on the
+        # stack, then `(node, (number of children, aux))`; `built` holds the
+        # rebuilt subtrees waiting for their parent.
         stack: list[tuple[Any, Any]] = [(tree, None)]
+        built: list[Any] = []
         while stack:
             node, level = stack.pop()
-            if level is not None:
+            if level is None:
+                level = flatten_one_level(node)
+                if level is None:  # a leaf
+                    built.append(node)
+                    continue
                 children, aux = level
-                entry = reg.get(type(node))
-                if entry is not None and not builds_with_new(
-                    type(node), entry.from_iter
-                ):
-                    _plain_unflatten(entry)(aux, children)
+                children = list(children)
+                stack.append((node, (len(children), aux)))
+                stack.extend((child, None) for child in reversed(children))
                 continue
-            level = flatten_one_level(node)
-            if level is None:  # a leaf
-                continue
-            children, aux = level
-            children = list(children)
-            stack.append((node, (children, aux)))
-            stack.extend((child, None) for child in reversed(children))
+            count, aux = level
+            children = built[len(built) - count :]
+            del built[len(built) - count :]
+            built.append(_rebuild(reg, node, aux, children))
     return tree
 
 
