@@ -672,3 +672,41 @@ def test_check_sees_the_children_as_jax_rebuilds_them(typecheck, bad_first):
 
     plain = outcome(lambda: jax.tree.map(lambda v: v, holder))  # no install
     assert outcome(lambda: typecheck_guard.check(holder)) == plain
+
+
+@pytest.mark.parametrize("checked_init", [True, False])
+def test_what_is_written_on_a_guarded_method_is_on_it_after_uninstall(
+    typecheck, checked_init
+):
+    # (Review round 37.) `uninstall()` put the method back without what had been
+    # written on its guard meanwhile (`__doc__`, `__qualname__`, an attribute).
+    import dataclasses
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", typecheck_guard.UnadaptedClassesWarning)
+        typecheck_guard.install()
+
+    @dataclasses.dataclass(frozen=True)
+    class Written:
+        x: jax.Array
+
+    if checked_init:
+        Written.__init__ = typecheck._decorate(Written.__init__)
+    else:
+
+        def __post_init__(self) -> None:
+            pass
+
+        Written.__post_init__ = typecheck._decorate(__post_init__)
+    jax.tree_util.register_dataclass(Written, data_fields=["x"], meta_fields=[])
+    original = Written.__init__
+    jax.tree.map(lambda v: v, Written(jnp.ones(2)))
+    from typecheck_guard._unflatten._guards import is_guard
+
+    assert is_guard(Written.__init__)
+    Written.__init__.__doc__ = "written"
+    Written.__init__.mark = "set"
+    typecheck_guard.uninstall()
+    assert Written.__init__ is original
+    assert (original.__doc__, original.mark) == ("written", "set")
+    assert "__wrapped__" not in vars(original) or checked_init

@@ -639,6 +639,29 @@ def blocking_layer(
     return None
 
 
+def _carry_back(guard: Any, original: Any) -> None:
+    """Write onto `original` what was written onto `guard`, which stood in for it,
+    while it did: the attributes `_stand_in` copied (`__doc__`, `__defaults__`, ...)
+    that now differ, and, where the guard had a copy of the method's attribute
+    dictionary rather than the same one, that dictionary's changes. Without us
+    those writes went to the method, and they are there once it is back."""
+    for name in _READ_AS_THE_ORIGINAL:
+        try:
+            value = getattr(guard, name)
+            if value is not getattr(original, name, None):
+                setattr(original, name, value)
+        except (AttributeError, TypeError):
+            pass
+    mine, theirs = getattr(guard, "__dict__", None), getattr(original, "__dict__", None)
+    if mine is None or theirs is None or mine is theirs:
+        return
+    for key in [k for k in theirs if k not in mine]:
+        del theirs[key]
+    for key, value in mine.items():
+        if key != "__wrapped__" and theirs.get(key, mine) is not value:
+            theirs[key] = value
+
+
 def unguard_all() -> None:
     """Put back every method we guarded (called by `uninstall()`)."""
     with lock:
@@ -648,6 +671,8 @@ def unguard_all() -> None:
                 # Only put back what is still our guard: if the user has replaced
                 # the method since, theirs stays.
                 if info is not None and info.owner is owner:
+                    guard = vars(owner)[name]
+                    _carry_back(guard, info.original)
                     setattr(owner, name, info.original)
         _guards.clear()
         _unflatten_codes.clear()
