@@ -107,6 +107,25 @@ def concrete(a):
     return not isinstance(a, jax.core.Tracer)
 
 
+def introspect(cls):
+    """What reading the class tells, after its unflattens: its signature and its
+    `__init__`'s, and the names of its `__init__`'s type hints."""
+    import inspect
+    import typing
+
+    out = []
+    for read in (
+        lambda: str(inspect.signature(cls)),
+        lambda: str(inspect.signature(cls.__init__)),
+        lambda: sorted(typing.get_type_hints(cls.__init__)),
+    ):
+        try:
+            out.append(read())
+        except Exception as e:
+            out.append(type(e).__name__)
+    return out
+
+
 # A validator that reads values (beartype; typeguard 2.13.3 ignores it). With numpy:
 # a jax operation on a concrete array inside a trace gives a tracer.
 Positive = Annotated[
@@ -285,6 +304,7 @@ VALID_OPS = """\
     with phase("jitN"):
         t = step(step(t))
     out["step"] = t
+    out["introspect"] = introspect(type(s))
 """
 
 
@@ -736,6 +756,11 @@ POST_INITS = {
         "def __post_init__(self) -> None:",
         '    """Only its check."""',
     ],
+    "checked_tg": [
+        "@typechecked",
+        "def __post_init__(self) -> None:",
+        '    """Only its check."""',
+    ],
     "new": [
         "def __new__(cls, *args, **kwargs):",
         "    obj = object.__new__(cls)",
@@ -750,9 +775,11 @@ def region_shapes() -> list[Program]:
     programs = []
     for route, checker, post_init in itertools.product(
         ("struct", "pytreenode", "jaxdc", "chex"),
-        ("jt_bt", "jt_tg", "bt", "tg"),
+        ("jt_bt", "jt_tg", "bt", "tg", None),
         tuple(POST_INITS),
     ):
+        if checker is None and not post_init.startswith("checked"):
+            continue  # no checker on the class: only a checked `__post_init__`
         if route == "chex" and post_init in ("super", "new"):
             # chex makes a new class (zero-argument `super()` fails) and flattens
             # every attribute (`born_with` becomes a leaf): not what these test.
@@ -785,6 +812,7 @@ def region_shapes() -> list[Program]:
             ("struct", "jt_bt", "derive_attr"),
             ("chex", "tg", "validating"),
             ("jaxdc", "bt", "new"),
+            ("struct", None, "checked"),
         }
         programs.append(
             Program(
