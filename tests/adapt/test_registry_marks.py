@@ -706,7 +706,10 @@ def test_what_is_written_on_a_guarded_method_is_on_it_after_uninstall(
     assert is_guard(Written.__init__)
     Written.__init__.__doc__ = "written"
     Written.__init__.mark = "set"
+    if not checked_init:  # the guard's `__wrapped__` is the method itself
+        Written.__init__.__wrapped__.direct = "kept"
     typecheck_guard.uninstall()
     assert Written.__init__ is original
     assert (original.__doc__, original.mark) == ("written", "set")
+    assert checked_init or original.direct == "kept"
     assert "__wrapped__" not in vars(original) or checked_init

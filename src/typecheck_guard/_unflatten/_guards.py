@@ -150,6 +150,7 @@ class _Plan:
         "own_fields",
         "where",
         "track",
+        "stood_in",
     )
 
     def __init__(self, owner: Any, name: str, checked: Any, unchecked: Any):
@@ -177,6 +178,9 @@ class _Plan:
         # the class has another guarded hook that its body may call (set by
         # `guard_class`).
         self.track = name != "__init__"
+        # What `_stand_in` copied onto the guard: `uninstall()` writes onto the
+        # method only what was written on the guard since (`_carry_back`).
+        self.stood_in: Any = None
 
     def __reduce__(self) -> Any:
         # Not the class: pickling a method must not take its class along, as a
@@ -257,7 +261,7 @@ def _make_guard(cls: type, name: str, checked: Any, unchecked: Any) -> Any:
             return unchecked(*args, **kwargs)
         return decide(plan, args, kwargs)
 
-    _stand_in(guard, checked)
+    plan.stood_in = _stand_in(guard, checked)
     return guard
 
 
@@ -469,15 +473,17 @@ def stand_in(wrapper: Any, original: Any) -> Any:
     return wrapper
 
 
-def _stand_in(guard: Any, checked: Any) -> None:
+def _stand_in(guard: Any, checked: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Make `guard` look like `checked` where it replaces it: its name, docstring and
     annotations, and the very same attribute dictionary. Whatever you set on
     `Cls.__init__` lands where it did without us: jaxtyping's wrapper reads
     `__no_type_check__` on itself at every call, and with a copy it would check on.
     (So we keep what we know of a guard in its closure, not in attributes.)"""
+    copied: dict[str, Any] = {}
     for name in _READ_AS_THE_ORIGINAL:
         try:
             setattr(guard, name, getattr(checked, name))
+            copied[name] = getattr(guard, name)
         except (AttributeError, TypeError):
             pass
     if "__wrapped__" not in getattr(checked, "__dict__", {}):
@@ -491,11 +497,13 @@ def _stand_in(guard: Any, checked: Any) -> None:
         # unchecked method.
         guard.__dict__.update(getattr(checked, "__dict__", {}))
         guard.__wrapped__ = checked
-        return
+        return copied, dict(guard.__dict__)
     try:
         guard.__dict__ = checked.__dict__
     except (AttributeError, TypeError):  # not a function: a copy, as `wraps` does
         guard.__dict__.update(getattr(checked, "__dict__", {}))
+        return copied, dict(guard.__dict__)
+    return copied, None
 
 
 class GuardInfo(NamedTuple):
@@ -639,26 +647,30 @@ def blocking_layer(
     return None
 
 
-def _carry_back(guard: Any, original: Any) -> None:
+def _carry_back(guard: Any, original: Any, stood_in: Any) -> None:
     """Write onto `original` what was written onto `guard`, which stood in for it,
-    while it did: the attributes `_stand_in` copied (`__doc__`, `__defaults__`, ...)
-    that now differ, and, where the guard had a copy of the method's attribute
-    dictionary rather than the same one, that dictionary's changes. Without us
-    those writes went to the method, and they are there once it is back."""
-    for name in _READ_AS_THE_ORIGINAL:
+    since `_stand_in` made it so (`stood_in`: what it copied, and its attribute
+    dictionary then, where it has a copy rather than the method's own): without us
+    those writes went to the method, and they are there once it is back. A guard
+    unpickled in another process knows nothing of that, and writes nothing."""
+    if stood_in is None:
+        return
+    copied, dictionary = stood_in
+    for name, value in copied.items():
         try:
-            value = getattr(guard, name)
-            if value is not getattr(original, name, None):
-                setattr(original, name, value)
+            now = getattr(guard, name)
+            if now is not value:
+                setattr(original, name, now)
         except (AttributeError, TypeError):
             pass
     mine, theirs = getattr(guard, "__dict__", None), getattr(original, "__dict__", None)
-    if mine is None or theirs is None or mine is theirs:
+    if dictionary is None or mine is None or theirs is None or mine is theirs:
         return
-    for key in [k for k in theirs if k not in mine]:
-        del theirs[key]
+    for key in dictionary:
+        if key not in mine and key in theirs:
+            del theirs[key]
     for key, value in mine.items():
-        if key != "__wrapped__" and theirs.get(key, mine) is not value:
+        if dictionary.get(key, mine) is not value and key != "__wrapped__":
             theirs[key] = value
 
 
@@ -672,7 +684,7 @@ def unguard_all() -> None:
                 # the method since, theirs stays.
                 if info is not None and info.owner is owner:
                     guard = vars(owner)[name]
-                    _carry_back(guard, info.original)
+                    _carry_back(guard, info.original, info.plan.stood_in)
                     setattr(owner, name, info.original)
         _guards.clear()
         _unflatten_codes.clear()
