@@ -14,7 +14,7 @@ start of one run to the next (what tqdm's 0.1 s rule sees).
 | `nothing after` | its hooks write down the checks as shipped; nothing follows them once the callback returned |
 | `window only` | its hooks are in place and only forward (marking, on 3.12+, the checks they enter, which the guard's `sys.monitoring` callback reads); nothing after |
 | `leanest hooks` | each of its five hooks per check reads the clock and appends it to a list, and marks what `window only` marks; nothing after |
-| `after, every 32 runs` | the checks of 32 runs are followed at once, not after each run |
+| `after, every 32 runs` | the checks of 32 runs are followed at once, not after each run (and not reported) |
 
 Only `guard` is a guard. `leanest hooks` is the floor of timing each check from
 Python-level hooks (jaxtyping's argument binding, `push_shape_memo`, the two stubs
