@@ -1307,17 +1307,30 @@ TREEOPS = {
 }
 
 
-def region_treeops() -> list[Program]:
+def _operation_programs(
+    region: str,
+    table: dict[str, tuple[str, str, str | None]],
+    core: set[tuple[str, str, str]],
+    loops: Callable[[str], bool],
+    loops_why: str,
+    helpers: str = "",
+) -> list[Program]:
+    """One program per operation of `table` (`(body, phase, relaxed)`), class route
+    and checker: the class `C` (a custom node, or a dataclass), constructed, then
+    the operation in its phase. `MAKE_BAD` in a body is an invalid construction of
+    `C`, `CLS` the class; `loops(op)` tells the operations that loop over a carry,
+    which a chex class can't be on jax 0.4.x (`loops_why`); `helpers` is module
+    code the bodies call."""
     programs = []
     for op, route, checker in itertools.product(
-        tuple(TREEOPS),
+        tuple(table),
         ("struct", "jaxdc", "chex", "custom"),
         ("jt_bt", "jt_tg", "bt", "tg"),
     ):
-        body, ph, relaxed = TREEOPS[op]
+        body, ph, relaxed = table[op]
         if route == "custom":
             if op == "bad_replace":
-                continue
+                continue  # no dataclass to replace a field of
             classes = custom_class("node", "classmethod", checker, "plain")
             make, bad, nodes = "C(X, Y)", "C(X, BAD)", (("C", "hits"),)
         else:
@@ -1325,31 +1338,37 @@ def region_treeops() -> list[Program]:
             make, bad, nodes = "C(x=X, y=Y)", "C(x=X, y=BAD)", (("C", "all"),)
         body = body.replace("MAKE_BAD", bad).replace("CLS", "C")
         ops = f'    with phase("{ph}"):\n        {body}\n'
-        if op == "scan" and route == "chex":
-            # jax 0.4.x's scan fails on a chex carry, in its own error message.
-            ops = (
-                '    require(jax_version() >= (0, 5, 0), "scan of a chex carry")\n'
-                + ops
-            )
+        if route == "chex" and loops(op):
+            # jax 0.4.x's loops fail on a chex carry, in their own error message.
+            ops = f'    require(jax_version() >= (0, 5, 0), "{loops_why}")\n' + ops
         main = standard_main(make, None, ops)
-        core = (op, route, checker) in {
+        programs.append(
+            Program(
+                _name(region, op, route, checker),
+                region,
+                source([*classes, "", helpers] if helpers else classes, main),
+                jit="jit(" in body,
+                relaxed=relaxed,
+                nodes=nodes,
+                core=(op, route, checker) in core,
+            )
+        )
+    return programs
+
+
+def region_treeops() -> list[Program]:
+    return _operation_programs(
+        "treeops",
+        TREEOPS,
+        {
             ("astype_int", "struct", "jt_bt"),
             ("bad_tree_map_cls", "custom", "tg"),
             ("scan", "chex", "bt"),
             ("bad_callback", "jaxdc", "jt_tg"),
-        }
-        programs.append(
-            Program(
-                _name("treeops", op, route, checker),
-                "treeops",
-                source(classes, main),
-                jit="jit(" in body,
-                relaxed=relaxed,
-                nodes=nodes,
-                core=core,
-            )
-        )
-    return programs
+        },
+        loops=lambda op: op == "scan",
+        loops_why="scan of a chex carry",
+    )
 
 
 # --- region: control flow and differentiation carrying the class ------------------------------
@@ -1524,46 +1543,19 @@ TRANSFORMS = {
 
 
 def region_transforms() -> list[Program]:
-    programs = []
-    for op, route, checker in itertools.product(
-        tuple(TRANSFORMS),
-        ("struct", "jaxdc", "chex", "custom"),
-        ("jt_bt", "jt_tg", "bt", "tg"),
-    ):
-        body, ph, relaxed = TRANSFORMS[op]
-        if route == "custom":
-            classes = custom_class("node", "classmethod", checker, "plain")
-            make, nodes = "C(X, Y)", (("C", "hits"),)
-        else:
-            classes = dc_class("C", route, checker)
-            make, nodes = "C(x=X, y=Y)", (("C", "all"),)
-        body = body.replace("CLS", "C")
-        ops = f'    with phase("{ph}"):\n        {body}\n'
-        if route == "chex" and ("scan" in op or "loop" in op):
-            # jax 0.4.x's loops fail on a chex carry, in their own error message.
-            ops = (
-                '    require(jax_version() >= (0, 5, 0), "a loop over a chex carry")\n'
-                + ops
-            )
-        main = standard_main(make, None, ops)
-        core = (op, route, checker) in {
+    return _operation_programs(
+        "transforms",
+        TRANSFORMS,
+        {
             ("while_loop", "struct", "jt_bt"),
             ("custom_vjp_grad", "custom", "tg"),
             ("bad_in_cond", "jaxdc", "jt_tg"),
             ("jit_cond", "chex", "bt"),
-        }
-        programs.append(
-            Program(
-                _name("transforms", op, route, checker),
-                "transforms",
-                source([*classes, "", TRANSFORM_HELPERS], main),
-                jit="jit(" in body,
-                relaxed=relaxed,
-                nodes=nodes,
-                core=core,
-            )
-        )
-    return programs
+        },
+        loops=lambda op: "scan" in op or "loop" in op,
+        loops_why="a loop over a chex carry",
+        helpers=TRANSFORM_HELPERS,
+    )
 
 
 _GENERATORS: dict[str, Callable[[], list[Program]]] = {
